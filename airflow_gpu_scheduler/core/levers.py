@@ -1,0 +1,163 @@
+"""Airflow's levers and Airflow's dispatch rule, in plain Python.
+
+A plan can only act on Airflow through three levers: which pool a task instance
+is in, how many slots each pool has, and the task instance's priority weight.
+:class:`Levers` is that set of settings; :func:`airflow_dispatch` is what
+Airflow's scheduler does with them (``SchedulerJobRunner.
+_executable_task_instances_to_queued`` in Airflow 3.3): order waiting task
+instances by priority weight (descending), then arrival, and start each one
+whose pool has enough open slots; one that does not fit is skipped, and smaller,
+later ones may take the slots (no reservation). The simulator dispatches with
+exactly this function, so a plan proven in simulation is a plan Airflow executes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob
+
+if TYPE_CHECKING:
+    from airflow_gpu_scheduler.core.planner import Plan
+
+#: Pool where declared GPU work waits for a plan. It has no slots: nothing in it starts.
+INTAKE_POOL = "gpu_intake"
+POOL_PREFIX = "gpu_"
+STREAMING_SUFFIX = "_streaming"
+#: Weights are written as integers spaced by this much, leaving room for Airflow's own
+#: weight rules to add small amounts without reordering the plan.
+WEIGHT_STEP = 10
+WEIGHT_BASE = 1_000_000
+
+
+def pool_name(gpu_type: str, streaming: bool = False) -> str:
+    """The Airflow pool of a GPU type: ``gpu_h100`` (batch) or ``gpu_h100_streaming``."""
+    return f"{POOL_PREFIX}{gpu_type}{STREAMING_SUFFIX if streaming else ''}"
+
+
+def gpu_type_of_pool(pool: str) -> str | None:
+    """Inverse of :func:`pool_name`; ``None`` for the intake pool and foreign pools."""
+    if pool == INTAKE_POOL or not pool.startswith(POOL_PREFIX):
+        return None
+    name = pool[len(POOL_PREFIX) :]
+    return name[: -len(STREAMING_SUFFIX)] if name.endswith(STREAMING_SUFFIX) else name
+
+
+def plan_weight(rank: int) -> int:
+    """Priority weight for the job at ``rank`` in plan order (0 = first): higher starts first."""
+    return WEIGHT_BASE - WEIGHT_STEP * rank
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Where one waiting task instance sits and how it is weighted."""
+
+    pool: str
+    weight: int
+
+
+@dataclass(frozen=True)
+class Levers:
+    """Everything a policy may set in Airflow: pool slots, and pool + weight per waiting job.
+
+    Waiting jobs missing from ``assignments`` stay where they are (in the intake pool
+    for a fresh job); pools missing from ``pool_slots`` keep their slots.
+    """
+
+    pool_slots: Mapping[str, int] = field(default_factory=dict)
+    assignments: Mapping[str, Assignment] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WaitingTask:
+    """What Airflow's dispatch looks at for one scheduled task instance."""
+
+    job_id: str
+    pool: str
+    slots: int
+    weight: int
+    arrival: float
+    #: ``dag_id.task_id``: Airflow skips every task instance of a task that found its
+    #: pool full for the rest of that scheduling loop (``starved_tasks``).
+    task_key: str
+
+
+def airflow_dispatch(
+    waiting: Sequence[WaitingTask],
+    pool_slots: Mapping[str, int],
+    pool_used: Mapping[str, int],
+) -> list[str]:
+    """Job ids Airflow's scheduler would start now, in the order it starts them.
+
+    Mirrors one scheduling loop: sort by ``-priority_weight``, then arrival; skip a
+    task instance whose pool lacks open slots (and, like Airflow, every other
+    instance of the same task in this loop); tasks in pools that do not exist never
+    start. Called repeatedly by the simulator until nothing more starts.
+    """
+    open_slots = {pool: slots - pool_used.get(pool, 0) for pool, slots in pool_slots.items()}
+    starved_tasks: set[str] = set()
+    started: list[str] = []
+    for task in sorted(waiting, key=lambda t: (-t.weight, t.arrival, t.job_id)):
+        if task.pool not in open_slots or task.task_key in starved_tasks:
+            continue
+        if open_slots[task.pool] >= task.slots:
+            open_slots[task.pool] -= task.slots
+            started.append(task.job_id)
+        else:
+            starved_tasks.add(task.task_key)
+    return started
+
+
+def levers_for_plan(
+    plan: Plan,
+    cluster: Cluster,
+    waiting: Sequence[Job],
+    running: Sequence[RunningJob],
+    now_s: float,
+) -> Levers:
+    """Express a plan through Airflow's levers.
+
+    Jobs due now (planned start <= now) go to the pool of their planned GPU type with
+    weights in plan order; every other waiting job is held in the intake pool, so
+    Airflow's greedy dispatch cannot take GPUs the plan reserved for someone else.
+    Each GPU type's GPUs are split between a batch pool and a streaming pool: the
+    streaming pool keeps the plan's reservation for real-time inference, never more
+    than the GPUs running batch work leaves, so the two pools together never exceed
+    the GPUs that exist.
+    """
+    planned = plan.by_job()
+    batch_running: dict[str, int] = {name: 0 for name in cluster.names}
+    streaming_running: dict[str, int] = {name: 0 for name in cluster.names}
+    for r in running:
+        (streaming_running if r.job.is_streaming else batch_running)[r.gpu_type] += r.job.gpus
+
+    assignments: dict[str, Assignment] = {}
+    streaming_due: dict[str, int] = {name: 0 for name in cluster.names}
+    for job in waiting:
+        start = planned.get(job.job_id)
+        if start is not None and start.start_s <= now_s + 1e-6:
+            assignments[job.job_id] = Assignment(pool_name(start.gpu_type, job.is_streaming), plan_weight(start.rank))
+            if job.is_streaming:
+                streaming_due[start.gpu_type] += job.gpus
+        else:
+            assignments[job.job_id] = Assignment(INTAKE_POOL, 0)
+
+    slots: dict[str, int] = {INTAKE_POOL: 0}
+    for gpu_type in cluster.gpu_types:
+        name = gpu_type.name
+        wanted = max(plan.streaming_reserve.get(name, 0), streaming_running[name] + streaming_due[name])
+        streaming_slots = max(0, min(wanted, gpu_type.count - batch_running[name]))
+        slots[pool_name(name, streaming=True)] = streaming_slots
+        slots[pool_name(name)] = gpu_type.count - streaming_slots
+    return Levers(slots, assignments)
+
+
+def default_levers(cluster: Cluster) -> dict[str, int]:
+    """Pool slots without a plan: one pool per GPU type holding all its GPUs."""
+    slots = {INTAKE_POOL: 0}
+    for gpu_type in cluster.gpu_types:
+        slots[pool_name(gpu_type.name)] = gpu_type.count
+        slots[pool_name(gpu_type.name, streaming=True)] = 0
+    return slots
