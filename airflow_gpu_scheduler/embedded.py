@@ -1,0 +1,272 @@
+"""A real Airflow 3 (scheduler, dag-processor, api-server) started as child processes.
+
+Used by ``gpu-scheduler demo`` and by the end-to-end tests: one class that owns an
+``AIRFLOW_HOME``, the environment of the components, their start and stop, and the few
+REST calls (``/api/v2``) needed to drive them. Works with SQLite (absolute path) and
+PostgreSQL, always with the LocalExecutor and the simple auth manager and a fixed login.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import URL, make_url
+
+COMPONENTS = ("scheduler", "dag-processor", "api-server")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AirflowApiError(RuntimeError):
+    """A REST call to the embedded Airflow failed; names the call and the answer."""
+
+
+@dataclass
+class EmbeddedAirflow:
+    """One Airflow installation in ``home``.
+
+    :param home: AIRFLOW_HOME (created); logs of the components go to ``home/logs/<component>.log``.
+    :param dags_folder: folder of DAG files to serve.
+    :param database_url: SQLAlchemy URL of the metadata DB; default SQLite in ``home``.
+    :param port: api-server port (default: a free one).
+    :param users: simple auth manager logins ``{user: (role, password)}``.
+    :param extra_env: more environment (``AIRFLOW_VAR_*``, ``AIRFLOW_CONN_*``, config).
+    """
+
+    home: Path
+    dags_folder: Path
+    database_url: str | None = None
+    port: int = 0
+    users: Mapping[str, tuple[str, str]] = field(default_factory=lambda: {"admin": ("admin", "admin")})
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    parallelism: int = 8
+
+    def __post_init__(self) -> None:
+        self.home = Path(self.home).resolve()
+        self.dags_folder = Path(self.dags_folder).resolve()
+        self.port = self.port or free_port()
+        if self.database_url is None:
+            self.database_url = f"sqlite:///{self.home / 'airflow.db'}"
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._token: str | None = None
+
+    # ------------------------------------------------------------------ environment
+
+    @property
+    def base_url(self) -> str:
+        return f"http://localhost:{self.port}"
+
+    @property
+    def sqlalchemy_url(self) -> URL:
+        return make_url(self.database_url)
+
+    def metadata_connection_json(self) -> str:
+        """The ``gpu_scheduler_metadata`` connection for this database, as Airflow connection JSON."""
+        url = self.sqlalchemy_url
+        if url.get_backend_name() == "sqlite":
+            return json.dumps({"conn_type": "sqlite", "host": url.database})
+        return json.dumps({"conn_type": "postgres", "host": url.host, "port": url.port, "login": url.username,
+                           "password": url.password, "schema": url.database})
+
+    def env(self) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        venv_bin = str(Path(sys.executable).parent)
+        base["PATH"] = venv_bin + os.pathsep + base.get("PATH", "")
+        admin_user = next(iter(self.users))
+        base.update({
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{role}" for u, (role, _) in self.users.items()),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
+            "AIRFLOW__API_AUTH__JWT_SECRET": "gpu-scheduler-embedded-jwt-secret",
+            "AIRFLOW__API__SECRET_KEY": "gpu-scheduler-embedded-secret-key",
+            "AIRFLOW__API__BASE_URL": self.base_url,
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.sqlalchemy_url.render_as_string(hide_password=False),
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
+            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "AIRFLOW_CONN_GPU_SCHEDULER_METADATA": self.metadata_connection_json(),
+            "_AIRFLOW_EMBEDDED_ADMIN": admin_user,
+        })
+        base.update(self.extra_env)
+        return base
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def migrate(self) -> None:
+        """``airflow db migrate``: Airflow's tables and, through the provider's DB manager, the plan tables."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "logs").mkdir(exist_ok=True)
+        (self.home / "passwords.json").write_text(json.dumps({u: pw for u, (_, pw) in self.users.items()}))
+        with open(self.home / "logs" / "db-migrate.log", "w") as log:
+            done = subprocess.run(["airflow", "db", "migrate"], env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+                                  timeout=300, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"airflow db migrate failed; see {self.home / 'logs' / 'db-migrate.log'}")
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        """Migrate, start the components, and wait until the API answers."""
+        self.migrate()
+        for component in COMPONENTS:
+            args = ["airflow", component]
+            if component == "api-server":
+                args += ["--port", str(self.port), "--workers", "1"]
+            log = open(self.home / "logs" / f"{component}.log", "w")  # noqa: SIM115 - lives as long as the process
+            self._procs[component] = subprocess.Popen(args, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+                                                      start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/api/v2/monitor/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"Airflow api-server not healthy after {timeout_s} s; logs in {self.home / 'logs'}")
+
+    def _check_alive(self) -> None:
+        for name, proc in self._procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"airflow {name} exited with {proc.returncode}; see {self.home / 'logs' / (name + '.log')}")
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """Stop the components this object started (their process groups), politely then firmly."""
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout_s
+        for proc in self._procs.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(5)
+        self._procs.clear()
+
+    def __enter__(self) -> EmbeddedAirflow:  # noqa: PYI034
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    # ------------------------------------------------------------------ REST
+
+    def token(self) -> str:
+        if self._token is None:
+            user = next(iter(self.users))
+            answer = self._request("POST", "/auth/token", {"username": user, "password": self.users[user][1]},
+                                   auth=False)
+            self._token = answer["access_token"]
+        return self._token
+
+    def _request(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base_url + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        if auth:
+            request.add_header("Authorization", f"Bearer {self.token()}")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                text = answer.read().decode()
+        except urllib.error.HTTPError as error:
+            raise AirflowApiError(f"{method} {path} -> {error.code}: {error.read().decode()[:500]}") from None
+        return json.loads(text) if text else None
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        """Call ``/api/v2``: ``api("GET", "/pools")``."""
+        return self._request(method, "/api/v2" + path, body)
+
+    def wait_for_dags(self, dag_ids: list[str], timeout_s: float = 120.0) -> None:
+        """Wait until the dag-processor has parsed these DAGs (and none of our files fails to import)."""
+        deadline = time.monotonic() + timeout_s
+        missing = list(dag_ids)
+        while time.monotonic() < deadline:
+            self._check_alive()
+            errors = self.api("GET", "/importErrors").get("import_errors", [])
+            if errors:
+                raise RuntimeError(f"DAG import errors: {errors}")
+            missing = [d for d in dag_ids if not self._dag_exists(d)]
+            if not missing:
+                return
+            time.sleep(1)
+        raise TimeoutError(f"DAGs not parsed after {timeout_s} s: {missing}")
+
+    def _dag_exists(self, dag_id: str) -> bool:
+        try:
+            self.api("GET", f"/dags/{dag_id}")
+        except AirflowApiError:
+            return False
+        return True
+
+    def set_pool(self, name: str, slots: int) -> None:
+        """Create or resize a pool."""
+        try:
+            self.api("PATCH", f"/pools/{name}", {"pool": name, "slots": slots, "include_deferred": False})
+        except AirflowApiError:
+            self.api("POST", "/pools", {"name": name, "slots": slots, "include_deferred": False})
+
+    def trigger(self, dag_id: str, run_id: str, conf: Mapping[str, Any] | None = None) -> str:
+        """Trigger a run with logical date now (so arrival order is the tie-break)."""
+        logical_date = datetime.now(timezone.utc).isoformat()
+        self.api("POST", f"/dags/{dag_id}/dagRuns",
+                 {"dag_run_id": run_id, "logical_date": logical_date, "conf": dict(conf or {})})
+        return run_id
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}")["state"]
+
+    def wait_for_runs(self, runs: list[tuple[str, str]], timeout_s: float = 300.0) -> dict[tuple[str, str], str]:
+        """Wait until every (dag_id, run_id) has finished; returns their states."""
+        deadline = time.monotonic() + timeout_s
+        states: dict[tuple[str, str], str] = {}
+        while time.monotonic() < deadline:
+            self._check_alive()
+            states = {run: self.run_state(*run) for run in runs}
+            if all(s in ("success", "failed") for s in states.values()):
+                return states
+            time.sleep(1)
+        raise TimeoutError(f"runs not finished after {timeout_s} s: {states}")
+
+    def clear_task(self, dag_id: str, run_id: str, task_id: str) -> None:
+        self.api("POST", f"/dags/{dag_id}/clearTaskInstances",
+                 {"dry_run": False, "dag_run_id": run_id, "task_ids": [task_id], "only_failed": False,
+                  "reset_dag_runs": True})

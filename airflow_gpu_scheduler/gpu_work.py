@@ -1,0 +1,134 @@
+"""From task instances to the core's jobs: the bridge between Airflow rows and the planner.
+
+Turns a :class:`~airflow_gpu_scheduler.hooks.metadata.GpuWorkSnapshot` into queued
+:class:`~airflow_gpu_scheduler.core.workload.Job` objects (with estimates), running jobs,
+the streaming reservation and a reason for every task instance that cannot be planned.
+Pure Python: no I/O, no Airflow imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from airflow_gpu_scheduler.core.estimates import Estimator
+from airflow_gpu_scheduler.core.levers import gpu_type_of_pool
+from airflow_gpu_scheduler.core.streaming import StreamingInterval, streaming_reserve
+from airflow_gpu_scheduler.core.workload import Cluster, Job, JobKind, RunningJob, WorkloadError, split_valid
+from airflow_gpu_scheduler.declare import GpuDeclaration, parse_declaration
+from airflow_gpu_scheduler.hooks.metadata import GpuTaskInstance, GpuWorkSnapshot
+
+
+@dataclass(frozen=True)
+class GpuWorkload:
+    """What the planner needs, plus what it must be told it cannot have.
+
+    :param queued: waiting jobs that can be planned, estimates filled in.
+    :param running: jobs holding GPUs now.
+    :param rejected: ``{job_id: reason}`` for waiting task instances that can never be planned.
+    :param estimate_sources: ``{job_id: "declared" | "group history" | "kind history" | "default"}``.
+    :param reserve: GPUs per type to keep for real-time inference.
+    :param task_instances: every waiting task instance by job id.
+    """
+
+    queued: list[Job]
+    running: list[RunningJob]
+    rejected: dict[str, str]
+    estimate_sources: dict[str, str]
+    reserve: dict[str, int]
+    task_instances: dict[str, GpuTaskInstance] = field(default_factory=dict)
+
+
+def _declaration(ti: GpuTaskInstance) -> GpuDeclaration:
+    subject = f"task {ti.key.dag_id}.{ti.key.task_id} (run {ti.key.run_id}, map_index {ti.key.map_index})"
+    if ti.declaration is None:
+        raise WorkloadError(subject, "executor_config.gpu_scheduler",
+                            "task is in a GPU pool but declares no GPU work; declare it with gpu_task(...)")
+    return parse_declaration(ti.declaration, subject)
+
+
+def _job(ti: GpuTaskInstance, declaration: GpuDeclaration, submit_s: float) -> Job:
+    return Job(
+        job_id=ti.key.job_id,
+        submit_s=submit_s,
+        kind=declaration.kind,
+        gpus=declaration.gpus,
+        estimate_s=declaration.estimate_s,
+        priority=declaration.priority,
+        gpu_types=declaration.gpu_types,
+        deadline_s=submit_s + declaration.deadline_s if declaration.deadline_s else None,
+        group=ti.key.group,
+        max_wait_s=declaration.max_wait_s,
+        meta={"key": (ti.key.dag_id, ti.key.run_id, ti.key.task_id, ti.key.map_index)},
+    )
+
+
+def learn_estimates(snapshot: GpuWorkSnapshot, cluster: Cluster) -> Estimator:
+    """Estimator fed with the successful runs of declared GPU tasks (runtime x speed of their GPU type)."""
+    estimator = Estimator()
+    speeds = {t.name: t.speed for t in cluster.gpu_types}
+    # Oldest first, so the estimator's bounded history keeps the most recent runs.
+    for ti in sorted(snapshot.finished, key=lambda t: t.end_s or 0.0):
+        gpu_type = gpu_type_of_pool(ti.pool)
+        if ti.state != "success" or gpu_type not in speeds or ti.declaration is None:
+            continue
+        duration = ti.duration_s if ti.duration_s else (ti.end_s or 0.0) - (ti.start_s or 0.0)
+        try:
+            kind = parse_declaration(ti.declaration).kind
+        except WorkloadError:
+            continue
+        estimator.observe(kind, ti.key.group, duration * speeds[gpu_type])
+    return estimator
+
+
+def build_workload(snapshot: GpuWorkSnapshot, cluster: Cluster) -> GpuWorkload:
+    """Queued and running jobs of a snapshot, validated against the cluster."""
+    estimator = learn_estimates(snapshot, cluster)
+    now_s = snapshot.now_s
+    rejected: dict[str, str] = {}
+    candidates: list[Job] = []
+    for ti in snapshot.waiting:
+        try:
+            declaration = _declaration(ti)
+            if ti.pool_slots != declaration.gpus:
+                raise WorkloadError(f"job {ti.key.job_id!r}", "pool_slots",
+                                    f"is {ti.pool_slots} but the task declares {declaration.gpus} GPUs; "
+                                    "set pool_slots through gpu_task() only")
+            candidates.append(_job(ti, declaration, min(ti.ready_s or now_s, now_s)))
+        except WorkloadError as error:
+            rejected[ti.key.job_id] = str(error)
+    valid, errors = split_valid(candidates, cluster)
+    for error in errors:
+        job_id = error.subject.removeprefix("job ").strip("'")
+        rejected[job_id] = str(error)
+
+    sources: dict[str, str] = {}
+    queued: list[Job] = []
+    for job in valid:
+        estimate, source = estimator.estimate(job)
+        sources[job.job_id] = source
+        queued.append(job.with_estimate(estimate))
+
+    running: list[RunningJob] = []
+    intervals: list[StreamingInterval] = []
+    for ti in snapshot.running:
+        gpu_type = gpu_type_of_pool(ti.pool)
+        if gpu_type not in cluster.names:
+            continue  # a pool of a GPU type no longer in the cluster: its GPUs are not planned
+        try:
+            declaration = _declaration(ti)
+            job = _job(ti, declaration, ti.start_s or now_s)
+        except WorkloadError:
+            # Undeclared work in a GPU pool still holds GPUs: count its slots.
+            kind = JobKind.REALTIME_INFERENCE if ti.pool.endswith("_streaming") else JobKind.BATCH_INFERENCE
+            job = Job(ti.key.job_id, ti.start_s or now_s, kind, max(1, ti.pool_slots), group=ti.key.group,
+                      meta={"key": (ti.key.dag_id, ti.key.run_id, ti.key.task_id, ti.key.map_index)})
+        job = job.with_estimate(estimator.estimate(job)[0])
+        running.append(RunningJob(job, gpu_type, min(ti.start_s or now_s, now_s)))
+        if ti.pool.endswith("_streaming"):
+            intervals.append(StreamingInterval(gpu_type, job.gpus, ti.start_s or now_s, None))
+    for ti in snapshot.finished:
+        gpu_type = gpu_type_of_pool(ti.pool)
+        if ti.pool.endswith("_streaming") and gpu_type in cluster.names and ti.start_s is not None:
+            intervals.append(StreamingInterval(gpu_type, ti.pool_slots, ti.start_s, ti.end_s))
+    reserve = streaming_reserve(cluster, intervals, now_s)
+    return GpuWorkload(queued, running, rejected, sources, reserve, {ti.key.job_id: ti for ti in snapshot.waiting})

@@ -1,0 +1,425 @@
+"""Hook owning every SQL statement the GPU scheduler runs against Airflow's metadata database.
+
+Task code cannot use Airflow's ORM session in Airflow 3, so the hook opens its own
+SQLAlchemy engine from an Airflow connection (default conn id ``gpu_scheduler_metadata``)
+and speaks SQLAlchemy Core to the few tables it needs. It reads GPU task instances,
+their declarations (from ``serialized_dag``, plain JSON) and their history, and it
+writes pool slots and task-instance pool/priority weight in one short transaction.
+Everything is keyed on ``(dag_id, run_id, task_id, map_index)``: a task instance's id
+changes on every retry or clear.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow.sdk import BaseHook
+from sqlalchemy import Column, MetaData, Table, and_, bindparam, create_engine, insert, or_, select, update
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from airflow_gpu_scheduler.core.levers import INTAKE_POOL, POOL_PREFIX, Levers
+from airflow_gpu_scheduler.declare import declarations_from_serialized_dag
+from airflow_gpu_scheduler.models import plan_job_table, plan_table
+
+#: How far back finished GPU task instances are read for estimates and the streaming reservation.
+HISTORY_ROWS = 2000
+
+# Only the columns the scheduler reads or writes. Timestamps are left untyped and parsed
+# in Python: SQLite returns them as text, PostgreSQL as aware datetimes.
+_airflow = MetaData()
+_task_instance = Table(
+    "task_instance", _airflow,
+    *(Column(name) for name in (
+        "dag_id", "run_id", "task_id", "map_index", "state", "pool", "pool_slots", "priority_weight",
+        "start_date", "end_date", "duration", "scheduled_dttm", "queued_dttm", "try_number", "dag_version_id",
+    )),
+)
+_dag_run = Table("dag_run", _airflow, *(Column(n) for n in ("dag_id", "run_id", "state", "queued_at", "start_date")))
+_dag = Table("dag", _airflow, Column("dag_id"), Column("is_paused"))
+_serialized_dag = Table("serialized_dag", _airflow, Column("dag_version_id"), Column("data"), Column("data_compressed"))
+_slot_pool = Table("slot_pool", _airflow, *(Column(n) for n in ("pool", "slots", "description", "include_deferred")))
+
+
+class GpuSchedulerMetadataError(RuntimeError):
+    """The metadata database cannot be reached or used; the message never contains a password."""
+
+
+def to_epoch(value: Any) -> float | None:
+    """Epoch seconds of a timestamp as returned by SQLite (text, UTC) or PostgreSQL (datetime)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.timestamp()
+    raise TypeError(f"not a timestamp: {value!r}")
+
+
+def is_gpu_pool(pool: str | None) -> bool:
+    """The only pools this provider ever writes: the intake pool and ``gpu_*`` pools."""
+    return bool(pool) and (pool == INTAKE_POOL or pool.startswith(POOL_PREFIX))
+
+
+@dataclass(frozen=True)
+class TaskInstanceKey:
+    """The stable identity of a task instance (its row id changes on retry and clear)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+
+    @property
+    def job_id(self) -> str:
+        return f"{self.dag_id}/{self.run_id}/{self.task_id}/{self.map_index}"
+
+    @property
+    def group(self) -> str:
+        """``dag_id.task_id``: the recurring task whose history gives estimates."""
+        return f"{self.dag_id}.{self.task_id}"
+
+
+@dataclass(frozen=True)
+class GpuTaskInstance:
+    """One task instance in a GPU pool, as read from the metadata database.
+
+    :param declaration: the raw ``gpu_scheduler`` declaration of its task, or ``None`` if the
+        task has none (or its serialized DAG could not be read).
+    """
+
+    key: TaskInstanceKey
+    state: str | None
+    pool: str
+    pool_slots: int
+    priority_weight: int | None
+    ready_s: float | None
+    start_s: float | None
+    end_s: float | None
+    duration_s: float | None
+    declaration: Any = None
+
+
+@dataclass(frozen=True)
+class GpuWorkSnapshot:
+    """GPU work in Airflow at one moment: what waits, what runs, what finished recently."""
+
+    now_s: float
+    waiting: tuple[GpuTaskInstance, ...]
+    running: tuple[GpuTaskInstance, ...]
+    finished: tuple[GpuTaskInstance, ...]
+    pool_slots: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.waiting
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What one apply wrote.
+
+    :param moved: task instances whose pool or weight was written.
+    :param skipped: task instances left alone because they were dispatched (or changed)
+        between collection and apply.
+    :param plan_id: id of the stored plan, if a record was given.
+    """
+
+    pool_slots: Mapping[str, int]
+    moved: tuple[str, ...]
+    skipped: tuple[str, ...]
+    plan_id: int | None = None
+
+
+class GpuSchedulerMetadataHook(BaseHook):
+    """
+    Reads GPU work from, and writes plan levers to, Airflow's metadata database.
+
+    The connection may be of type ``postgres`` (built as ``postgresql+psycopg2`` with
+    ``URL.create``; ``Connection.get_uri`` gives ``postgres://``, which SQLAlchemy 2 rejects),
+    ``mysql`` or ``sqlite`` (host or schema is the file path); any type may instead carry a
+    full SQLAlchemy URL in its extra as ``{"sqlalchemy_url": "..."}``.
+
+    :param gpu_scheduler_conn_id: Airflow connection to the metadata database
+        (default ``gpu_scheduler_metadata``).
+    :param engine_kwargs: extra keyword arguments for :func:`sqlalchemy.create_engine`.
+    """
+
+    conn_name_attr = "gpu_scheduler_conn_id"
+    default_conn_name = "gpu_scheduler_metadata"
+    conn_type = "gpu_scheduler_metadata"
+    hook_name = "GPU Scheduler metadata database"
+
+    def __init__(self, gpu_scheduler_conn_id: str = default_conn_name, engine_kwargs: dict | None = None) -> None:
+        super().__init__()
+        self.gpu_scheduler_conn_id = gpu_scheduler_conn_id
+        self.engine_kwargs = engine_kwargs or {}
+        self._engine: Engine | None = None
+        self._declarations: dict[Any, dict[str, Any]] = {}
+
+    # ------------------------------------------------------------------ connection
+
+    def sqlalchemy_url(self) -> URL:
+        """The SQLAlchemy URL of the connection (log it only via ``render_as_string(hide_password=True)``)."""
+        conn = self.get_connection(self.gpu_scheduler_conn_id)
+        extra = conn.extra_dejson or {}
+        if extra.get("sqlalchemy_url"):
+            return make_url(extra["sqlalchemy_url"])
+        conn_type = (conn.conn_type or "").lower()
+        if conn_type in ("postgres", "postgresql"):
+            return URL.create("postgresql+psycopg2", conn.login or None, conn.password or None,
+                              conn.host or None, conn.port or None, conn.schema or None)
+        if conn_type == "mysql":
+            return URL.create("mysql+mysqldb", conn.login or None, conn.password or None,
+                              conn.host or None, conn.port or None, conn.schema or None)
+        if conn_type == "sqlite":
+            path = conn.host or conn.schema
+            if not path:
+                raise GpuSchedulerMetadataError(
+                    f"connection {self.gpu_scheduler_conn_id!r}: a sqlite connection needs the database file path in host"
+                )
+            return URL.create("sqlite", database=path)
+        raise GpuSchedulerMetadataError(
+            f"connection {self.gpu_scheduler_conn_id!r}: unsupported conn_type {conn.conn_type!r}; "
+            "use postgres, mysql or sqlite, or put a full URL in extra as {\"sqlalchemy_url\": ...}"
+        )
+
+    def get_engine(self) -> Engine:
+        """The hook's own engine (created once); checks the database is reachable."""
+        if self._engine is None:
+            url = self.sqlalchemy_url()
+            kwargs = dict(self.engine_kwargs)
+            kwargs.setdefault("pool_pre_ping", True)
+            if url.get_backend_name() == "sqlite":
+                # The scheduler writes the same file; wait for its lock rather than fail.
+                kwargs.setdefault("connect_args", {"timeout": 30})
+            engine = create_engine(url, **kwargs)
+            try:
+                with engine.connect():
+                    pass
+            except SQLAlchemyError as error:
+                engine.dispose()
+                raise GpuSchedulerMetadataError(
+                    f"cannot reach the metadata database of connection {self.gpu_scheduler_conn_id!r} "
+                    f"({url.render_as_string(hide_password=True)}): {type(error.orig or error).__name__}: "
+                    f"{str(error.orig or error).strip().splitlines()[0] if str(error.orig or error).strip() else ''}"
+                ) from None
+            self._engine = engine
+        return self._engine
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            self.get_engine()
+        except GpuSchedulerMetadataError as error:
+            return False, str(error)
+        return True, "Connection successfully tested"
+
+    # ------------------------------------------------------------------ collect
+
+    def collect_gpu_work(self, now_s: float | None = None) -> GpuWorkSnapshot:
+        """Read GPU work in one read transaction.
+
+        Waiting: ``scheduled`` task instances in the intake pool or a ``gpu_*`` pool, in running
+        dag runs of unpaused DAGs. Running: ``queued`` or ``running`` ones in ``gpu_*`` pools
+        (they hold GPUs). Finished: the most recent ``success`` (for estimates) and the
+        streaming-pool instances of the last hour (for the streaming reservation).
+        """
+        now_s = time.time() if now_s is None else now_s
+        ti, dr = _task_instance, _dag_run
+        gpu_pool = or_(ti.c.pool == INTAKE_POOL, ti.c.pool.startswith(POOL_PREFIX, autoescape=True))
+        live = (
+            select(ti, dr.c.queued_at.label("dr_queued_at"), dr.c.start_date.label("dr_start_date"))
+            .join(dr, and_(dr.c.dag_id == ti.c.dag_id, dr.c.run_id == ti.c.run_id))
+            .join(_dag, _dag.c.dag_id == ti.c.dag_id)
+            .where(gpu_pool, ti.c.state.in_(("scheduled", "queued", "running")))
+            .where(or_(ti.c.state != "scheduled", and_(dr.c.state == "running", _dag.c.is_paused == False)))
+        )
+        finished = (
+            select(ti)
+            .where(ti.c.pool.startswith(POOL_PREFIX, autoescape=True), ti.c.state.in_(("success", "failed")))
+            .where(ti.c.end_date.is_not(None), ti.c.start_date.is_not(None))
+            .order_by(ti.c.end_date.desc())
+            .limit(HISTORY_ROWS)
+        )
+        try:
+            with self.get_engine().connect() as conn:
+                live_rows = conn.execute(live).mappings().all()
+                finished_rows = conn.execute(finished).mappings().all()
+                versions = {r["dag_version_id"] for r in (*live_rows, *finished_rows) if r["dag_version_id"]}
+                self._load_declarations(conn, versions - set(self._declarations))
+                slots = dict(conn.execute(select(_slot_pool.c.pool, _slot_pool.c.slots)).all())
+        except SQLAlchemyError as error:
+            raise GpuSchedulerMetadataError(f"reading GPU work failed: {type(error).__name__}: {error}") from error
+
+        waiting, running = [], []
+        for row in live_rows:
+            ready = to_epoch(row["scheduled_dttm"]) or to_epoch(row["dr_start_date"]) or to_epoch(row["dr_queued_at"])
+            item = self._task_instance(row, ready)
+            if row["state"] == "scheduled":
+                waiting.append(item)
+            elif row["pool"] != INTAKE_POOL:
+                running.append(item)
+        done = [self._task_instance(row, None) for row in finished_rows
+                if row["state"] == "success" or row["pool"].endswith("_streaming")]
+        return GpuWorkSnapshot(now_s, tuple(waiting), tuple(running), tuple(done), slots)
+
+    def _task_instance(self, row: Mapping[str, Any], ready_s: float | None) -> GpuTaskInstance:
+        key = TaskInstanceKey(row["dag_id"], row["run_id"], row["task_id"], int(row["map_index"]))
+        declaration = self._declarations.get(row["dag_version_id"], {}).get(row["task_id"])
+        duration = row["duration"]
+        return GpuTaskInstance(
+            key=key, state=row["state"], pool=row["pool"], pool_slots=int(row["pool_slots"]),
+            priority_weight=row["priority_weight"], ready_s=ready_s,
+            start_s=to_epoch(row["start_date"]) or to_epoch(row["queued_dttm"]),
+            end_s=to_epoch(row["end_date"]), duration_s=float(duration) if duration is not None else None,
+            declaration=declaration,
+        )
+
+    def _load_declarations(self, conn, versions: Iterable[Any]) -> None:
+        versions = list(versions)
+        if not versions:
+            return
+        query = select(_serialized_dag).where(_serialized_dag.c.dag_version_id.in_(versions))
+        for version, data, compressed in conn.execute(query).all():
+            if data is None and compressed is not None:
+                data = zlib.decompress(compressed)
+            if isinstance(data, (bytes, str)):
+                data = json.loads(data)
+            try:
+                self._declarations[version] = declarations_from_serialized_dag(data or {})
+            except (AttributeError, TypeError, KeyError) as error:
+                self.log.warning("Could not read declarations of DAG version %s: %s", version, error)
+                self._declarations[version] = {}
+
+    # ------------------------------------------------------------------ apply
+
+    def apply_levers(
+        self,
+        levers: Levers,
+        waiting: Sequence[GpuTaskInstance],
+        record: tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]] | None = None,
+    ) -> ApplyResult:
+        """Write a plan's levers in ONE short transaction: close the pools, move the task
+        instances, reopen the pools with their new slots.
+
+        Taking the pool rows first matters on PostgreSQL: the scheduler locks pool rows
+        ``FOR UPDATE NOWAIT`` and task rows ``FOR UPDATE SKIP LOCKED``, so while this
+        transaction runs it skips a loop instead of dispatching from a half-written plan.
+        Only ``scheduled`` task instances still in the pool they were collected in are
+        written, and only in GPU pools, so a task dispatched meanwhile, or any task outside
+        the GPU pools, is never touched. Missing pools are created.
+
+        :param levers: pool slots and per-job assignments from ``levers_for_plan``.
+        :param waiting: the collected waiting task instances the assignments refer to.
+        :param record: the plan's rows for ``gpu_sched_plan`` and ``gpu_sched_plan_job``; stored in
+            the same transaction, so a plan is applied if and only if it is recorded.
+        """
+        bad_pools = [p for p in levers.pool_slots if not is_gpu_pool(p)]
+        bad_pools += [a.pool for a in levers.assignments.values() if not is_gpu_pool(a.pool)]
+        if bad_pools:
+            raise ValueError(f"refusing to write pools outside the GPU pools: {sorted(set(bad_pools))}")
+        by_job = {t.key.job_id: t for t in waiting}
+        changes = []
+        for job_id, assignment in levers.assignments.items():
+            ti = by_job.get(job_id)
+            if ti is None or not is_gpu_pool(ti.pool):
+                continue
+            if ti.pool != assignment.pool or ti.priority_weight != assignment.weight:
+                changes.append((ti, assignment))
+        pools = sorted(set(levers.pool_slots) | {a.pool for _, a in changes})
+        ti = _task_instance
+        move = (
+            update(ti)
+            .where(ti.c.dag_id == bindparam("k_dag_id"), ti.c.run_id == bindparam("k_run_id"),
+                   ti.c.task_id == bindparam("k_task_id"), ti.c.map_index == bindparam("k_map_index"),
+                   ti.c.state == "scheduled", ti.c.pool == bindparam("k_old_pool"))
+            .values(pool=bindparam("new_pool"), priority_weight=bindparam("new_weight"))
+        )
+        moved, skipped = [], []
+        plan_id = None
+        try:
+            with self.get_engine().begin() as conn:
+                if record is not None:
+                    plan_id = self._insert_plan(conn, *record)
+                existing = dict(conn.execute(select(_slot_pool.c.pool, _slot_pool.c.slots)
+                                             .where(_slot_pool.c.pool.in_(pools))).all())
+                for pool in pools:
+                    if pool not in existing:
+                        conn.execute(insert(_slot_pool).values(
+                            pool=pool, slots=0, include_deferred=False,
+                            description="Managed by airflow-gpu-scheduler: slots are rewritten every planning cycle.",
+                        ))
+                if pools:
+                    conn.execute(update(_slot_pool).where(_slot_pool.c.pool.in_(pools)).values(slots=0))
+                for task, assignment in changes:
+                    k = task.key
+                    result = conn.execute(move, {
+                        "k_dag_id": k.dag_id, "k_run_id": k.run_id, "k_task_id": k.task_id, "k_map_index": k.map_index,
+                        "k_old_pool": task.pool, "new_pool": assignment.pool, "new_weight": assignment.weight,
+                    })
+                    (moved if result.rowcount == 1 else skipped).append(k.job_id)
+                for pool, slots in levers.pool_slots.items():
+                    conn.execute(update(_slot_pool).where(_slot_pool.c.pool == pool).values(slots=int(slots)))
+                # Pools that were closed above but get no new value keep their old slots.
+                for pool in pools:
+                    if pool not in levers.pool_slots and pool in existing:
+                        conn.execute(update(_slot_pool).where(_slot_pool.c.pool == pool).values(slots=existing[pool]))
+        except SQLAlchemyError as error:
+            hint = " (are the provider tables missing? run 'airflow db migrate')" if record is not None else ""
+            raise GpuSchedulerMetadataError(
+                f"applying the plan failed and was rolled back, nothing was changed{hint}: "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        return ApplyResult(dict(levers.pool_slots), tuple(moved), tuple(skipped), plan_id)
+
+    # ------------------------------------------------------------------ plans
+
+    def store_plan(self, plan_row: Mapping[str, Any], job_rows: Sequence[Mapping[str, Any]]) -> int:
+        """Insert one plan and its job rows (see :mod:`airflow_gpu_scheduler.models`); returns the plan id."""
+        try:
+            with self.get_engine().begin() as conn:
+                plan_id = self._insert_plan(conn, plan_row, job_rows)
+        except SQLAlchemyError as error:
+            raise GpuSchedulerMetadataError(
+                f"storing the plan failed (are the provider tables missing? run 'airflow db migrate'): "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        return int(plan_id)
+
+    @staticmethod
+    def _insert_plan(conn, plan_row: Mapping[str, Any], job_rows: Sequence[Mapping[str, Any]]) -> int:
+        plan_id = conn.execute(insert(plan_table).values(**plan_row)).inserted_primary_key[0]
+        if job_rows:
+            # executemany needs the same keys in every row.
+            columns = [c.name for c in plan_job_table.columns if c.name not in ("id", "plan_id")]
+            rows = [{**{c: row.get(c) for c in columns}, "plan_id": plan_id} for row in job_rows]
+            conn.execute(insert(plan_job_table), rows)
+        return int(plan_id)
+
+    def get_plans(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The most recent plans, newest first, each with its ``jobs``."""
+        with self.get_engine().connect() as conn:
+            plans = [dict(r) for r in conn.execute(
+                select(plan_table).order_by(plan_table.c.id.desc()).limit(limit)).mappings()]
+            if plans:
+                jobs = conn.execute(select(plan_job_table).where(
+                    plan_job_table.c.plan_id.in_([p["id"] for p in plans])).order_by(plan_job_table.c.id)).mappings()
+                by_plan: dict[int, list] = {}
+                for job in jobs:
+                    by_plan.setdefault(job["plan_id"], []).append(dict(job))
+                for plan in plans:
+                    plan["jobs"] = by_plan.get(plan["id"], [])
+        return plans

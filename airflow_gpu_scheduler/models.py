@@ -1,0 +1,66 @@
+"""Provider-owned tables: every plan the operator made, and each job's place in it.
+
+Created by ``airflow db migrate`` through :class:`~airflow_gpu_scheduler.db_manager.GpuSchedulerDBManager`.
+Times are epoch seconds (floats) so the rows read the same on every database.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+#: One row per planning cycle.
+plan_table = Table(
+    "gpu_sched_plan",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_s", Float, nullable=False, doc="when the plan was made (epoch seconds, = now_s)"),
+    Column("dag_id", String(250), doc="the scheduling DAG run that made it"),
+    Column("run_id", String(250)),
+    Column("cluster", Text, nullable=False, doc="cluster config (JSON)"),
+    Column("method", String(32), nullable=False, doc="milp | greedy | empty"),
+    Column("status", String(200), nullable=False, doc="solver termination status"),
+    Column("objective", Float),
+    Column("greedy_objective", Float),
+    Column("bound", Float),
+    Column("gap", Float),
+    Column("wall_s", Float),
+    Column("message", Text),
+    Column("waiting", Integer, nullable=False),
+    Column("running", Integer, nullable=False),
+    Column("due", Integer, nullable=False),
+    Column("rejected", Integer, nullable=False),
+    Column("pool_slots", Text, nullable=False, doc="slots written per pool (JSON)"),
+    Column("streaming_reserve", Text, nullable=False, doc="GPUs kept for streaming per type (JSON)"),
+    Column("predicted", Text, doc="predicted metrics of the plan vs Airflow's own dispatch (JSON)"),
+    Column("applied", Boolean, nullable=False),
+)
+
+#: One row per job considered in a plan.
+plan_job_table = Table(
+    "gpu_sched_plan_job",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("plan_id", Integer, ForeignKey("gpu_sched_plan.id", ondelete="CASCADE"), nullable=False),
+    Column("job_id", String(1000), nullable=False),
+    Column("dag_id", String(250), nullable=False),
+    Column("run_id", String(250), nullable=False),
+    Column("task_id", String(250), nullable=False),
+    Column("map_index", Integer, nullable=False),
+    Column("decision", String(16), nullable=False, doc="due | held | unplanned | rejected | running"),
+    Column("kind", String(32)),
+    Column("gpus", Integer),
+    Column("priority", Float),
+    Column("estimate_s", Float),
+    Column("estimate_source", String(32)),
+    Column("gpu_type", String(100)),
+    Column("pool", String(256)),
+    Column("weight", Integer),
+    Column("rank", Integer),
+    Column("planned_start_s", Float),
+    Column("planned_end_s", Float),
+    Column("reason", Text),
+    Index("idx_gpu_sched_plan_job_plan", "plan_id"),
+    Index("idx_gpu_sched_plan_job_ti", "dag_id", "run_id", "task_id", "map_index"),
+)

@@ -1,0 +1,233 @@
+"""The scheduling operator: collect queued GPU work, plan it, apply the plan, report."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_gpu_scheduler.cluster_config import CLUSTER_VARIABLE, cluster_from_file, cluster_from_variable
+from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, Levers, levers_for_plan
+from airflow_gpu_scheduler.core.planner import MilpPlanner, Plan, PlannerConfig
+from airflow_gpu_scheduler.core.workload import Cluster
+from airflow_gpu_scheduler.gpu_work import GpuWorkload, build_workload
+from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook, GpuWorkSnapshot
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class GpuScheduleOperator(BaseOperator):
+    """
+    Plans the order in which queued GPU work starts, and makes Airflow's scheduler follow it.
+
+    Each cycle collects the waiting and running GPU task instances from the metadata database,
+    plans them with the core's MILP planner (Pyomo + HiGHS, greedy fallback), and applies the
+    plan through Airflow's own levers in one transaction: task instances due now move from the
+    intake pool to the pool of their planned GPU type with priority weights in plan order, the
+    others stay held in the intake pool, and each GPU-type pool gets as many slots as the type
+    has GPUs (minus the streaming reservation). Every plan is stored in the provider's tables
+    (``gpu_sched_plan``, ``gpu_sched_plan_job``); the last cycle's summary is returned (XCom
+    ``return_value``). With nothing waiting, a cycle writes nothing.
+
+    :param gpu_scheduler_conn_id: connection to Airflow's metadata database
+        (see :class:`~airflow_gpu_scheduler.hooks.metadata.GpuSchedulerMetadataHook`).
+    :param cluster_file: path of a cluster JSON file (templated); if not set, the Airflow
+        Variable named by ``cluster_variable`` is read.
+    :param cluster_variable: Airflow Variable holding the cluster JSON (default ``gpu_scheduler_cluster``).
+    :param planner_config: planner knobs (grid step, horizon, HiGHS time limit, gap target).
+    :param repeat_for_s: keep planning for this many seconds (0: one cycle), so a DAG
+        scheduled every minute can re-plan more often than its schedule.
+    :param repeat_every_s: seconds between cycles when repeating.
+    """
+
+    template_fields: Sequence[str] = ("cluster_file",)
+    ui_color = "#d6f5e3"
+
+    def __init__(
+        self,
+        *,
+        gpu_scheduler_conn_id: str = GpuSchedulerMetadataHook.default_conn_name,
+        cluster_file: str | None = None,
+        cluster_variable: str = CLUSTER_VARIABLE,
+        planner_config: PlannerConfig | None = None,
+        repeat_for_s: float = 0.0,
+        repeat_every_s: float = 10.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if repeat_for_s < 0 or repeat_every_s <= 0:
+            raise ValueError("repeat_for_s must be >= 0 and repeat_every_s > 0")
+        self.gpu_scheduler_conn_id = gpu_scheduler_conn_id
+        self.cluster_file = cluster_file
+        self.cluster_variable = cluster_variable
+        self.planner_config = planner_config or PlannerConfig(step_s=60.0)
+        self.repeat_for_s = repeat_for_s
+        self.repeat_every_s = repeat_every_s
+
+    def load_cluster(self) -> Cluster:
+        """The cluster from ``cluster_file`` if given, else from the Airflow Variable."""
+        if self.cluster_file:
+            return cluster_from_file(self.cluster_file)
+        return cluster_from_variable(self.cluster_variable)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        cluster = self.load_cluster()
+        hook = GpuSchedulerMetadataHook(self.gpu_scheduler_conn_id)
+        planner = MilpPlanner(self.planner_config)
+        origin = (context["dag_run"].dag_id, context["dag_run"].run_id) if context.get("dag_run") else (None, None)
+        stop_at = time.monotonic() + self.repeat_for_s
+        cycles = 0
+        try:
+            while True:
+                summary = schedule_cycle(hook, planner, cluster, origin, log=self.log)
+                cycles += 1
+                if time.monotonic() + self.repeat_every_s > stop_at:
+                    break
+                time.sleep(self.repeat_every_s)
+        finally:
+            hook.close()
+        return {**summary, "cycles": cycles}
+
+
+def schedule_cycle(
+    hook: GpuSchedulerMetadataHook,
+    planner: MilpPlanner,
+    cluster: Cluster,
+    origin: tuple[str | None, str | None] = (None, None),
+    log: Any = None,
+    now_s: float | None = None,
+) -> dict[str, Any]:
+    """One cycle: collect, plan, apply, report. Returns the plan summary (JSON-serializable)."""
+    snapshot = hook.collect_gpu_work(now_s)
+    if snapshot.empty:
+        if log:
+            log.info("No GPU work is waiting for a plan; nothing changed.")
+        return {"plan_id": None, "noop": True, "now_s": snapshot.now_s, "waiting": 0,
+                "running": len(snapshot.running), "due": [], "held": 0, "rejected": {}}
+
+    workload = build_workload(snapshot, cluster)
+    for job_id, reason in workload.rejected.items():
+        if log:
+            log.error("Cannot plan %s: %s. It stays in pool %s.", job_id, reason, INTAKE_POOL)
+    plan = planner.plan(cluster, workload.queued, workload.running, snapshot.now_s, workload.reserve)
+    if log and plan.report.message:
+        log.warning("Planner: %s (status %s)", plan.report.message, plan.report.status)
+    levers = levers_for_plan(plan, cluster, workload.queued, workload.running, snapshot.now_s)
+    # A rejected task instance sitting in a GPU pool (a retry, a hand edit) goes back to intake:
+    # nothing unplanned may take GPUs.
+    assignments = dict(levers.assignments)
+    for job_id in workload.rejected:
+        assignments[job_id] = Assignment(INTAKE_POOL, 0)
+    levers = Levers(levers.pool_slots, assignments)
+
+    predicted = predict(cluster, workload, snapshot.now_s, plan, log)
+    plan_row, job_rows = plan_record(cluster, snapshot, workload, plan, levers, predicted, origin)
+    result = hook.apply_levers(levers, snapshot.waiting, record=(plan_row, job_rows))
+    due = [job_id for job_id, a in levers.assignments.items() if a.pool != INTAKE_POOL]
+    summary = {
+        "plan_id": result.plan_id,
+        "noop": False,
+        "now_s": snapshot.now_s,
+        "method": plan.report.method,
+        "status": plan.report.status,
+        "objective": _finite(plan.report.objective),
+        "gap": _finite(plan.report.gap),
+        "solve_wall_s": round(plan.report.wall_s, 3),
+        "waiting": len(snapshot.waiting),
+        "running": len(workload.running),
+        "due": due,
+        "held": len(levers.assignments) - len(due),
+        "rejected": dict(workload.rejected),
+        "pool_slots": dict(result.pool_slots),
+        "moved": len(result.moved),
+        "skipped": list(result.skipped),
+        "predicted": predicted,
+    }
+    if log:
+        log.info("Plan %s (%s, %s): %d waiting, %d running, %d due now (%s), %d held, %d rejected; pools %s",
+                 result.plan_id, plan.report.method, plan.report.status, len(snapshot.waiting), len(workload.running),
+                 len(due), ", ".join(due) or "-", summary["held"], len(workload.rejected), dict(result.pool_slots))
+    return summary
+
+
+def predict(cluster: Cluster, workload: GpuWorkload, now_s: float, plan: Plan, log: Any = None) -> dict | None:
+    """Predicted metrics of the plan vs Airflow's own dispatch, when the core can forecast them."""
+    try:
+        from airflow_gpu_scheduler.core.forecast import predict_plan_vs_airflow
+    except ImportError:
+        return None
+    try:
+        return json.loads(json.dumps(predict_plan_vs_airflow(cluster, workload.queued, workload.running, now_s, plan),
+                                     default=str))
+    except Exception as error:  # noqa: BLE001 - a forecast must never block applying a plan
+        if log:
+            log.warning("Forecast failed: %s: %s", type(error).__name__, error)
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def plan_record(
+    cluster: Cluster,
+    snapshot: GpuWorkSnapshot,
+    workload: GpuWorkload,
+    plan: Plan,
+    levers: Levers,
+    predicted: Mapping[str, Any] | None,
+    origin: tuple[str | None, str | None],
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Rows for ``gpu_sched_plan`` and ``gpu_sched_plan_job`` describing one cycle."""
+    report = plan.report
+    planned = plan.by_job()
+    due = sum(1 for a in levers.assignments.values() if a.pool != INTAKE_POOL)
+    plan_row = {
+        "created_s": snapshot.now_s, "dag_id": origin[0], "run_id": origin[1],
+        "cluster": json.dumps(cluster.to_dict()), "method": report.method, "status": report.status,
+        "objective": _finite(report.objective), "greedy_objective": _finite(report.greedy_objective),
+        "bound": _finite(report.bound), "gap": _finite(report.gap), "wall_s": report.wall_s,
+        "message": report.message or None, "waiting": len(snapshot.waiting), "running": len(workload.running),
+        "due": due, "rejected": len(workload.rejected), "pool_slots": json.dumps(dict(levers.pool_slots)),
+        "streaming_reserve": json.dumps(dict(plan.streaming_reserve)),
+        "predicted": json.dumps(predicted) if predicted is not None else None, "applied": True,
+    }
+    rows: list[dict[str, Any]] = []
+    jobs = {job.job_id: job for job in workload.queued}
+    for ti in snapshot.waiting:
+        job_id = ti.key.job_id
+        job = jobs.get(job_id)
+        start = planned.get(job_id)
+        assignment = levers.assignments.get(job_id)
+        if job_id in workload.rejected:
+            decision = "rejected"
+        elif start is None:
+            decision = "unplanned"
+        else:
+            decision = "held" if assignment is None or assignment.pool == INTAKE_POOL else "due"
+        rows.append({
+            "job_id": job_id, "dag_id": ti.key.dag_id, "run_id": ti.key.run_id, "task_id": ti.key.task_id,
+            "map_index": ti.key.map_index, "decision": decision,
+            "kind": job.kind.value if job else None, "gpus": job.gpus if job else ti.pool_slots,
+            "priority": job.priority if job else None, "estimate_s": job.estimate_s if job else None,
+            "estimate_source": workload.estimate_sources.get(job_id),
+            "gpu_type": start.gpu_type if start else None,
+            "pool": assignment.pool if assignment else ti.pool, "weight": assignment.weight if assignment else None,
+            "rank": start.rank if start else None, "planned_start_s": start.start_s if start else None,
+            "planned_end_s": start.end_s if start else None, "reason": workload.rejected.get(job_id),
+        })
+    for running in workload.running:
+        key = running.job.meta["key"]
+        rows.append({
+            "job_id": running.job.job_id, "dag_id": key[0], "run_id": key[1], "task_id": key[2],
+            "map_index": int(key[3]), "decision": "running", "kind": running.job.kind.value,
+            "gpus": running.job.gpus, "priority": running.job.priority, "estimate_s": running.job.estimate_s,
+            "gpu_type": running.gpu_type, "planned_start_s": running.start_s,
+            "planned_end_s": running.start_s + (running.job.estimate_s or 0.0) / cluster.gpu_type(running.gpu_type).speed,
+        })
+    return plan_row, rows
+
+
+def _finite(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None

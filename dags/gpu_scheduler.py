@@ -1,0 +1,34 @@
+"""Platform DAG: plans queued GPU work every minute and applies the plan to Airflow's pools.
+
+Needs the Variable ``gpu_scheduler_cluster`` (cluster JSON) and the connection
+``gpu_scheduler_metadata`` (Airflow's metadata database). Within each one-minute run the
+operator re-plans every 10 seconds, so newly queued GPU work waits at most ~10 s for a plan.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG
+
+from airflow_gpu_scheduler.core.planner import PlannerConfig
+from airflow_gpu_scheduler.operators.schedule import GpuScheduleOperator
+
+with DAG(
+    dag_id="gpu_scheduler",
+    description="Plan GPU work (Pyomo + HiGHS) and apply it through pools and priority weights",
+    schedule=timedelta(minutes=1),
+    start_date=datetime(2025, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["gpu-scheduler", "platform"],
+    default_args={"retries": 0},
+) as dag:
+    GpuScheduleOperator(
+        task_id="plan_and_apply",
+        # Grid of 10 s near now: the example workloads run for seconds, not hours.
+        planner_config=PlannerConfig(step_s=10.0, horizon_s=2 * 3600.0, time_limit_s=5.0),
+        repeat_for_s=45.0,
+        repeat_every_s=10.0,
+        execution_timeout=timedelta(minutes=2),
+    )
