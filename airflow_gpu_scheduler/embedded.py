@@ -8,6 +8,7 @@ PostgreSQL, always with the LocalExecutor and the simple auth manager and a fixe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -130,6 +131,13 @@ class EmbeddedAirflow:
                                   timeout=300, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"airflow db migrate failed; see {self.home / 'logs' / 'db-migrate.log'}")
+        if self.sqlalchemy_url.get_backend_name() == "sqlite":
+            # Scheduler, api-server, task supervisors and the planner all write this one file:
+            # write-ahead logging lets readers proceed while one writes (the mode is stored in the file).
+            import sqlite3
+
+            with contextlib.closing(sqlite3.connect(self.sqlalchemy_url.database)) as db:
+                db.execute("PRAGMA journal_mode=WAL")
 
     def start(self, timeout_s: float = 120.0) -> None:
         """Migrate, start the components, and wait until the API answers."""

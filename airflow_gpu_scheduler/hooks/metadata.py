@@ -352,8 +352,6 @@ class GpuSchedulerMetadataHook(BaseHook):
         plan_id = None
         try:
             with self.get_engine().begin() as conn:
-                if record is not None:
-                    plan_id = self._insert_plan(conn, *record)
                 existing = dict(conn.execute(select(_slot_pool.c.pool, _slot_pool.c.slots)
                                              .where(_slot_pool.c.pool.in_(pools))).all())
                 for pool in pools:
@@ -377,6 +375,8 @@ class GpuSchedulerMetadataHook(BaseHook):
                 for pool in pools:
                     if pool not in levers.pool_slots and pool in existing:
                         conn.execute(update(_slot_pool).where(_slot_pool.c.pool == pool).values(slots=existing[pool]))
+                if record is not None:
+                    plan_id = self._insert_plan(conn, *record)
         except SQLAlchemyError as error:
             hint = " (are the provider tables missing? run 'airflow db migrate')" if record is not None else ""
             raise GpuSchedulerMetadataError(

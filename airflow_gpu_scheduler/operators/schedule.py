@@ -41,11 +41,12 @@ class GpuScheduleOperator(BaseOperator):
     :param cluster_variable: Airflow Variable holding the cluster JSON (default ``gpu_scheduler_cluster``).
     :param planner_config: planner knobs (grid step, horizon, HiGHS time limit, gap target).
     :param repeat_for_s: keep planning for this many seconds (0: one cycle), so a DAG
-        scheduled every minute can re-plan more often than its schedule.
+        scheduled every minute can re-plan more often than its schedule (templated, e.g.
+        ``"{{ dag_run.conf.get('repeat_for_s', 0) }}"``).
     :param repeat_every_s: seconds between cycles when repeating.
     """
 
-    template_fields: Sequence[str] = ("cluster_file",)
+    template_fields: Sequence[str] = ("cluster_file", "repeat_for_s")
     ui_color = "#d6f5e3"
 
     def __init__(
@@ -55,13 +56,13 @@ class GpuScheduleOperator(BaseOperator):
         cluster_file: str | None = None,
         cluster_variable: str = CLUSTER_VARIABLE,
         planner_config: PlannerConfig | None = None,
-        repeat_for_s: float = 0.0,
+        repeat_for_s: float | str = 0.0,
         repeat_every_s: float = 10.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if repeat_for_s < 0 or repeat_every_s <= 0:
-            raise ValueError("repeat_for_s must be >= 0 and repeat_every_s > 0")
+        if repeat_every_s <= 0:
+            raise ValueError(f"repeat_every_s must be > 0, got {repeat_every_s!r}")
         self.gpu_scheduler_conn_id = gpu_scheduler_conn_id
         self.cluster_file = cluster_file
         self.cluster_variable = cluster_variable
@@ -80,7 +81,13 @@ class GpuScheduleOperator(BaseOperator):
         hook = GpuSchedulerMetadataHook(self.gpu_scheduler_conn_id)
         planner = MilpPlanner(self.planner_config)
         origin = (context["dag_run"].dag_id, context["dag_run"].run_id) if context.get("dag_run") else (None, None)
-        stop_at = time.monotonic() + self.repeat_for_s
+        try:
+            repeat_for_s = float(self.repeat_for_s)
+        except (TypeError, ValueError):
+            raise ValueError(f"repeat_for_s must be a number of seconds, got {self.repeat_for_s!r}") from None
+        if repeat_for_s < 0 or repeat_for_s != repeat_for_s:
+            raise ValueError(f"repeat_for_s must be >= 0, got {self.repeat_for_s!r}")
+        stop_at = time.monotonic() + repeat_for_s
         cycles = 0
         try:
             while True:

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime
 
@@ -18,14 +17,17 @@ from airflow_gpu_scheduler.declare import gpu_task
 from airflow_gpu_scheduler.operators.schedule import GpuScheduleOperator
 
 START = datetime(2025, 1, 1)
-QUANT_S = float(os.environ.get("PROOF_QUANT_S", "6"))
-TRAIN_S = float(os.environ.get("PROOF_TRAIN_S", "8"))
+# Each quantization run sleeps for ``conf["sleep"]`` seconds (they vary, so GPUs free one at
+# a time, as in a real stream); the planner only sees the declared estimate.
+QUANT_S = 6.0
+TRAIN_S = 8.0
 # Start-to-end of a task instance is its sleep plus about a second of task startup.
 QUANT_ESTIMATE = QUANT_S + 1.5
 TRAIN_ESTIMATE = TRAIN_S + 1.5
+SLEEP = "sleep {{ dag_run.conf.get('sleep', %s) }}"
 
 with DAG("fifo_quant", schedule=None, start_date=START, catchup=False, max_active_runs=64):
-    BashOperator(task_id="quantize", bash_command=f"sleep {QUANT_S}", pool="fifo_h100", pool_slots=1,
+    BashOperator(task_id="quantize", bash_command=SLEEP % QUANT_S, pool="fifo_h100", pool_slots=1,
                  priority_weight=1, weight_rule="absolute")
 
 with DAG("fifo_train", schedule=None, start_date=START, catchup=False):
@@ -35,8 +37,8 @@ with DAG("fifo_train", schedule=None, start_date=START, catchup=False):
 with DAG("plan_quant", schedule=None, start_date=START, catchup=False, max_active_runs=64):
 
     @task(task_id="quantize", **gpu_task("quantization", gpus=1, estimate=QUANT_ESTIMATE, priority=1.0))
-    def quantize() -> None:
-        time.sleep(QUANT_S)
+    def quantize(**context) -> None:
+        time.sleep(float(context["dag_run"].conf.get("sleep", QUANT_S)))
 
     quantize()
 
@@ -56,6 +58,6 @@ with DAG("plan_scheduler", schedule=None, start_date=START, catchup=False, max_a
     GpuScheduleOperator(
         task_id="plan_and_apply",
         planner_config=PlannerConfig(step_s=1.0, fine_points=30, horizon_s=600.0, time_limit_s=2.0),
-        repeat_for_s=float(os.environ.get("PROOF_SCHEDULER_FOR_S", "0")),
-        repeat_every_s=float(os.environ.get("PROOF_SCHEDULER_EVERY_S", "1.5")),
+        repeat_for_s="{{ dag_run.conf.get('repeat_for_s', 0) }}",
+        repeat_every_s=1.5,
     )
