@@ -67,6 +67,10 @@ class EmbeddedAirflow:
         self.port = self.port or free_port()
         if self.database_url is None:
             self.database_url = f"sqlite:///{self.home / 'airflow.db'}"
+        url = make_url(self.database_url)
+        if url.get_backend_name() == "sqlite" and "timeout" not in url.query:
+            # Five processes share one SQLite file: wait up to 30 s for its write lock (default 5 s).
+            self.database_url = url.update_query_dict({"timeout": "30"}).render_as_string(hide_password=False)
         self._procs: dict[str, subprocess.Popen] = {}
         self._token: str | None = None
 

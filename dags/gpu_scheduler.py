@@ -2,7 +2,7 @@
 
 Needs the Variable ``gpu_scheduler_cluster`` (cluster JSON) and the connection
 ``gpu_scheduler_metadata`` (Airflow's metadata database). Within each one-minute run the
-operator re-plans every 10 seconds, so newly queued GPU work waits at most ~10 s for a plan.
+operator re-plans every 5 seconds, so newly queued GPU work waits only seconds for a plan.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ with DAG(
         task_id="plan_and_apply",
         # Grid of 10 s near now: the example workloads run for seconds, not hours.
         planner_config=PlannerConfig(step_s=10.0, horizon_s=2 * 3600.0, time_limit_s=5.0),
-        repeat_for_s=45.0,
-        repeat_every_s=10.0,
+        repeat_for_s=50.0,
+        repeat_every_s=5.0,
         execution_timeout=timedelta(minutes=2),
     )

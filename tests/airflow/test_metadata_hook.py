@@ -1,0 +1,140 @@
+"""The metadata hook against real metadata databases created by ``airflow db migrate`` (SQLite and PostgreSQL).
+
+Task instances in flight are covered end to end in ``test_e2e.py``; here: the connection, the
+provider's tables, pool writes, the plan record and the all-or-nothing apply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gpu_airflow_support import database_url
+from sqlalchemy import create_engine, inspect, text
+
+from airflow_gpu_scheduler.core.levers import Assignment, Levers
+from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataError, GpuSchedulerMetadataHook
+
+CONN_ID = "gpu_test_meta"
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def metadata_url(request, tmp_path_factory):
+    """A metadata DB migrated by the real ``airflow db migrate`` (which also runs our DB manager)."""
+    home = tmp_path_factory.mktemp(f"migrated-{request.param}")
+    with contextlib.ExitStack() as stack:
+        url = database_url(request.param, home, stack)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        env.update(AIRFLOW_HOME=str(home), AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url,
+                   AIRFLOW__CORE__LOAD_EXAMPLES="False", PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"])
+        done = subprocess.run(["airflow", "db", "migrate"], env=env, capture_output=True, text=True, timeout=300,
+                              check=False)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert "GpuSchedulerDBManager" in done.stdout + done.stderr
+        yield url
+
+
+@pytest.fixture
+def hook(metadata_url, monkeypatch):
+    from sqlalchemy.engine import make_url
+
+    url = make_url(metadata_url)
+    if url.get_backend_name() == "sqlite":
+        conn = {"conn_type": "sqlite", "host": url.database}
+    else:
+        conn = {"conn_type": "postgres", "host": url.host, "port": url.port, "login": url.username,
+                "schema": url.database}
+    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(conn))
+    h = GpuSchedulerMetadataHook(CONN_ID)
+    yield h
+    with h.get_engine().begin() as c:  # leave the DB as migrate made it for the next test
+        c.execute(text("DELETE FROM gpu_sched_plan_job"))
+        c.execute(text("DELETE FROM gpu_sched_plan"))
+        c.execute(text("DELETE FROM slot_pool WHERE pool <> 'default_pool'"))
+    h.close()
+
+
+def pools(h) -> dict[str, int]:
+    with h.get_engine().connect() as c:
+        return dict(c.execute(text("SELECT pool, slots FROM slot_pool")).all())
+
+
+def plan_row(**over):
+    row = {"created_s": 1.0, "cluster": "{}", "method": "milp", "status": "optimal", "waiting": 1, "running": 0,
+           "due": 1, "rejected": 0, "pool_slots": "{}", "streaming_reserve": "{}", "applied": True}
+    return {**row, **over}
+
+
+def job_row(**over):
+    row = {"job_id": "d/r/t/-1", "dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1, "decision": "due"}
+    return {**row, **over}
+
+
+def test_airflow_db_migrate_creates_the_plan_tables_and_stamps_our_version_table(metadata_url):
+    engine = create_engine(metadata_url)
+    try:
+        tables = set(inspect(engine).get_table_names())
+        assert {"gpu_sched_plan", "gpu_sched_plan_job", "alembic_version_gpu_sched"} <= tables
+        with engine.connect() as c:
+            assert c.execute(text("SELECT version_num FROM alembic_version_gpu_sched")).scalar() == "0001_gpu_sched"
+    finally:
+        engine.dispose()
+
+
+def test_postgres_connection_becomes_a_psycopg2_url_and_errors_never_show_the_password(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_GPU_UNREACHABLE", json.dumps(
+        {"conn_type": "postgres", "host": "127.0.0.1", "port": 1, "login": "planner", "password": "s3cr3t-pw",
+         "schema": "airflow"}))
+    h = GpuSchedulerMetadataHook("gpu_unreachable")
+    assert h.sqlalchemy_url().drivername == "postgresql+psycopg2"
+    with pytest.raises(GpuSchedulerMetadataError) as raised:
+        h.get_engine()
+    message = str(raised.value)
+    assert "gpu_unreachable" in message and "127.0.0.1:1" in message and "s3cr3t-pw" not in message
+    assert h.test_connection()[0] is False
+
+
+def test_unsupported_connection_type_is_named(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_GPU_HTTP", json.dumps({"conn_type": "http", "host": "example.com"}))
+    with pytest.raises(GpuSchedulerMetadataError, match="gpu_http.*unsupported conn_type 'http'"):
+        GpuSchedulerMetadataHook("gpu_http").sqlalchemy_url()
+
+
+def test_collect_on_an_empty_airflow_finds_no_work(hook):
+    snapshot = hook.collect_gpu_work(now_s=100.0)
+    assert snapshot.empty and snapshot.running == () and snapshot.pool_slots == {"default_pool": 128}
+
+
+def test_apply_creates_the_gpu_pools_and_records_the_plan_in_one_transaction(hook):
+    levers = Levers({"gpu_intake": 0, "gpu_h100": 4, "gpu_h100_streaming": 0}, {})
+    result = hook.apply_levers(levers, [], record=(plan_row(), [job_row(), job_row(job_id="x", decision="running")]))
+    assert pools(hook) == {"default_pool": 128, "gpu_intake": 0, "gpu_h100": 4, "gpu_h100_streaming": 0}
+    (plan,) = hook.get_plans()
+    assert plan["id"] == result.plan_id and [j["decision"] for j in plan["jobs"]] == ["due", "running"]
+
+    hook.apply_levers(Levers({"gpu_h100": 3, "gpu_h100_streaming": 1}, {}), [])
+    assert pools(hook)["gpu_h100"] == 3 and pools(hook)["gpu_h100_streaming"] == 1
+
+
+def test_apply_refuses_pools_outside_the_gpu_pools_and_writes_nothing(hook):
+    before = pools(hook)
+    with pytest.raises(ValueError, match="default_pool"):
+        hook.apply_levers(Levers({"gpu_h100": 4, "default_pool": 0}, {}), [])
+    with pytest.raises(ValueError, match="cpu"):
+        hook.apply_levers(Levers({"gpu_h100": 4}, {"d/r/t/-1": Assignment("cpu", 5)}), [])
+    assert pools(hook) == before
+
+
+def test_a_failure_inside_apply_rolls_everything_back(hook):
+    hook.apply_levers(Levers({"gpu_h100": 4}, {}), [])
+    before = pools(hook)
+    bad_record = (plan_row(), [job_row(decision=None)])  # decision is NOT NULL: fails after the pool writes
+    with pytest.raises(GpuSchedulerMetadataError, match="rolled back, nothing was changed"):
+        hook.apply_levers(Levers({"gpu_h100": 1, "gpu_a100": 8}, {}), [], record=bad_record)
+    assert pools(hook) == before, "pools must not stay closed or half-written"
+    assert hook.get_plans() == []
