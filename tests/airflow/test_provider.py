@@ -1,0 +1,50 @@
+"""Packaging: Airflow sees the provider, its plugin and its DB manager; the shipped DAGs import cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from gpu_airflow_support import REPO_DAGS
+
+from airflow_gpu_scheduler.get_provider_info import get_provider_info
+
+
+def test_provider_info_is_valid_against_airflows_schema():
+    import airflow
+
+    schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
+    info = get_provider_info()
+    jsonschema.validate(info, schema)
+    assert info["package-name"] == "airflow-gpu-scheduler"
+    assert info["db-managers"] == ["airflow_gpu_scheduler.db_manager.GpuSchedulerDBManager"]
+
+
+def test_shipped_dags_import_without_errors():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO_DAGS))
+    assert bag.import_errors == {}
+    assert {"gpu_scheduler", "example_gpu_training", "example_gpu_realtime_inference",
+            "example_gpu_batch_inference", "example_gpu_quantization"} <= set(bag.dag_ids)
+    assert bag.dags["gpu_scheduler"].max_active_runs == 1
+
+
+@pytest.mark.airflow
+def test_airflow_lists_the_provider_and_the_plugin(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__LOAD_EXAMPLES="False",
+               PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"])
+
+    def airflow(*args: str) -> str:
+        done = subprocess.run(["airflow", *args], env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    assert "airflow-gpu-scheduler" in airflow("providers", "list")
+    assert "gpu_scheduler" in airflow("plugins")
