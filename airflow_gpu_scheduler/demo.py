@@ -153,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                            ("utilization", "GPU utilization")]:
             fmt = "{:>14.0%}" if key == "utilization" else "{:>13.1f} s"
             _say(f"  {label:28}{fmt.format(alone[key]):>15}{fmt.format(planned[key]):>12}")
+        _say("  (The demo's jobs last seconds, so the planner's 5 s cycle and task start-up show up as idle GPU\n"
+             "   time; with jobs of minutes to hours they do not. Plans and their solver status: gpu_sched_plan.)")
         _say(f"\nUI: {af.base_url}  login: admin / admin   (pools, task instances, the gpu_scheduler DAG;"
              " plans are in the gpu_sched_plan tables)")
         if args.exit:

@@ -233,7 +233,10 @@ class GpuSchedulerMetadataHook(BaseHook):
         """Read GPU work in one read transaction.
 
         Waiting: ``scheduled`` task instances in the intake pool or a ``gpu_*`` pool, in running
-        dag runs of unpaused DAGs. Running: ``queued`` or ``running`` ones in ``gpu_*`` pools
+        dag runs of unpaused DAGs. Task instances in state ``None`` are not planned: their
+        upstream tasks have not finished, so they could not start even if GPUs were kept for
+        them; they stay held in the intake pool and are planned once the scheduler marks
+        them ``scheduled`` (pools are only checked at queueing, so that happens at once). Running: ``queued`` or ``running`` ones in ``gpu_*`` pools
         (they hold GPUs). Finished: the most recent ``success`` (for estimates) and the
         streaming-pool instances of the last hour (for the streaming reservation).
         """

@@ -15,7 +15,7 @@ from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, Levers, l
 from airflow_gpu_scheduler.core.planner import MilpPlanner, Plan, PlannerConfig
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.gpu_work import GpuWorkload, build_workload
-from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook, GpuWorkSnapshot
+from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook, GpuWorkSnapshot, is_gpu_pool
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -85,7 +85,7 @@ class GpuScheduleOperator(BaseOperator):
             repeat_for_s = float(self.repeat_for_s)
         except (TypeError, ValueError):
             raise ValueError(f"repeat_for_s must be a number of seconds, got {self.repeat_for_s!r}") from None
-        if repeat_for_s < 0 or repeat_for_s != repeat_for_s:
+        if not math.isfinite(repeat_for_s) or repeat_for_s < 0:
             raise ValueError(f"repeat_for_s must be >= 0, got {self.repeat_for_s!r}")
         stop_at = time.monotonic() + repeat_for_s
         cycles = 0
@@ -130,7 +130,12 @@ def schedule_cycle(
     assignments = dict(levers.assignments)
     for job_id in workload.rejected:
         assignments[job_id] = Assignment(INTAKE_POOL, 0)
-    levers = Levers(levers.pool_slots, assignments)
+    # GPU pools of types no longer in the cluster are closed: no slots outside the plan.
+    pool_slots = dict(levers.pool_slots)
+    for pool in snapshot.pool_slots:
+        if is_gpu_pool(pool) and pool not in pool_slots:
+            pool_slots[pool] = 0
+    levers = Levers(pool_slots, assignments)
 
     predicted = predict(cluster, workload, snapshot.now_s, plan, log)
     plan_row, job_rows = plan_record(cluster, snapshot, workload, plan, levers, predicted, origin)

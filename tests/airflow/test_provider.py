@@ -48,3 +48,29 @@ def test_airflow_lists_the_provider_and_the_plugin(tmp_path):
 
     assert "airflow-gpu-scheduler" in airflow("providers", "list")
     assert "gpu_scheduler" in airflow("plugins")
+
+
+@pytest.mark.airflow
+def test_migration_files_create_the_same_tables_as_the_models(tmp_path):
+    """``airflow db migrate --use-migration-files`` runs our alembic history: it must match models.py."""
+    from sqlalchemy import create_engine, inspect
+
+    from airflow_gpu_scheduler.models import metadata
+
+    db = tmp_path / "airflow.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__LOAD_EXAMPLES="False",
+               AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{db}",
+               PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"])
+    done = subprocess.run(["airflow", "db", "migrate", "--use-migration-files"], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    engine = create_engine(f"sqlite:///{db}")
+    try:
+        inspector = inspect(engine)
+        for table in metadata.tables.values():
+            columns = {c["name"]: c["nullable"] for c in inspector.get_columns(table.name)}
+            assert columns == {c.name: c.nullable for c in table.columns}, table.name
+            assert {i["name"] for i in inspector.get_indexes(table.name)} == {i.name for i in table.indexes}
+    finally:
+        engine.dispose()
