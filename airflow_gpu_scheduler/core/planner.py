@@ -31,10 +31,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types
+from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, runtime_s
 
-#: A job that misses its deadline (or its streaming wait budget) still runs, but only for
-#: the utilization it brings: worth this fraction of its on-time value.
+#: A batch job that misses its deadline still runs, but only for the utilization it
+#: brings: worth this fraction of its on-time value.
 LATE_VALUE_FRACTION = 0.02
 #: Completing at the end of the horizon is worth this much less than completing now.
 COMPLETION_DISCOUNT = 0.5
@@ -139,10 +139,10 @@ def start_coefficient(job: Job, start: float, end: float, now_s: float, horizon_
     """Objective coefficient of starting ``job`` at offset ``start`` and ending at ``end``."""
     value = job_value(job)
     if job.is_streaming:
-        on_time = now_s + start <= job.submit_s + (job.max_wait_s or 0.0) + 1e-6
-    else:
-        on_time = job.deadline_s is None or now_s + end <= job.deadline_s + 1e-6
-    if not on_time:
+        # An endpoint that missed its wait budget is still wanted as soon as possible:
+        # value its start, not its completion, and never write it off.
+        return value * (1.0 - start / horizon_s)
+    if job.deadline_s is not None and now_s + end > job.deadline_s + 1e-6:
         value *= LATE_VALUE_FRACTION
     # Earlier completion first; a tiny term on the start breaks ties between equal ends.
     return value * (1.0 - COMPLETION_DISCOUNT * end / horizon_s - 1e-4 * start / horizon_s)
@@ -180,7 +180,8 @@ class _Capacity:
             # Batch work must leave the reservation free, but running streaming jobs already
             # use part of it: reserve only what they do not cover.
             r = reserve.get(name, 0)
-            free_batch[name] = [f - max(0, r - s) for f, s in zip(row, streaming_running[name])]
+            # Never below zero: batch work already running beyond it just means no new batch starts.
+            free_batch[name] = [max(0, f - max(0, r - s)) for f, s in zip(row, streaming_running[name])]
         return cls(points, free, free_batch)
 
     def span(self, start_index: int, duration: float) -> range:
@@ -238,12 +239,12 @@ class MilpPlanner:
         running_spans = []
         for r in running:
             gpu_type = cluster.gpu_type(r.gpu_type)
-            expected_end = r.start_s + r.job.planning_estimate_s / gpu_type.speed
+            expected_end = r.start_s + runtime_s(r.job, r.job.planning_estimate_s, gpu_type)
             # A job past its estimate is assumed to end soon, not to run forever.
             remaining = max(expected_end - now_s, cfg.step_s / 2)
             running_spans.append((r.gpu_type, r.job.gpus, remaining, r.job.is_streaming))
 
-        longest = max(j.planning_estimate_s / min(t.speed for t in allowed_types(j, cluster)) for j in queued)
+        longest = max(runtime_s(j, j.planning_estimate_s, t) for j in queued for t in allowed_types(j, cluster))
         horizon = max(cfg.horizon_s, 1.25 * longest + cfg.step_s * cfg.fine_points)
         points = start_grid(cfg, horizon, [end for *_, end, _ in running_spans])
         capacity = _Capacity.build(cluster, points, running_spans, reserve)
@@ -271,7 +272,7 @@ class MilpPlanner:
         for j, job in enumerate(jobs):
             cands: list[_Candidate] = []
             for gpu_type in allowed_types(job, cluster):
-                runtime = job.planning_estimate_s / gpu_type.speed
+                runtime = runtime_s(job, job.planning_estimate_s, gpu_type)
                 for p, start in enumerate(points):
                     end = start + runtime
                     if end > horizon + 1e-6:

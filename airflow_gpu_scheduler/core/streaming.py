@@ -3,8 +3,10 @@
 Real-time inference must start within seconds of arriving, and Airflow cannot
 preempt, so the only way to serve it while batch gangs hold the GPUs for hours is
 to keep some GPUs out of batch work in advance. The reservation per GPU type is
-the peak number of GPUs that streaming jobs held at once over a trailing window,
-plus the largest streaming gang seen in it (so one more arrival fits at once).
+what streaming jobs hold now plus the GPUs that streaming arrivals are expected to
+ask for over the next ``lookahead_s`` (their rate over a trailing window), and at
+least the largest recent streaming gang, so one more arrival fits at once.
+Reserving the past *peak* instead keeps far more GPUs idle than it saves waits.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from airflow_gpu_scheduler.core.workload import Cluster
 
 DEFAULT_WINDOW_S = 3600.0
+DEFAULT_LOOKAHEAD_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -32,25 +35,26 @@ def streaming_reserve(
     recent: Sequence[StreamingInterval],
     now_s: float,
     window_s: float = DEFAULT_WINDOW_S,
+    lookahead_s: float = DEFAULT_LOOKAHEAD_S,
 ) -> dict[str, int]:
     """GPUs per type to keep for streaming work over the next planning cycles."""
+    import math
+
     reserve: dict[str, int] = {}
     since = now_s - window_s
     for gpu_type in cluster.gpu_types:
-        events: list[tuple[float, int]] = []
-        largest = 0
+        holding = arrived = largest = 0
         for interval in recent:
-            if interval.gpu_type != gpu_type.name:
+            if interval.gpu_type != gpu_type.name or interval.start_s > now_s:
                 continue
-            end = now_s if interval.end_s is None else interval.end_s
-            if end < since or interval.start_s > now_s:
-                continue
-            largest = max(largest, interval.gpus)
-            events.append((max(interval.start_s, since), interval.gpus))
-            events.append((end, -interval.gpus))
-        peak = level = 0
-        for _, delta in sorted(events, key=lambda e: (e[0], -e[1])):
-            level += delta
-            peak = max(peak, level)
-        reserve[gpu_type.name] = min(gpu_type.count, peak + largest) if largest else 0
+            if interval.end_s is None or interval.end_s > now_s:
+                holding += interval.gpus
+            if interval.start_s >= since:
+                arrived += interval.gpus
+                largest = max(largest, interval.gpus)
+        if not largest:
+            reserve[gpu_type.name] = 0
+            continue
+        expected = math.ceil(arrived * lookahead_s / window_s)
+        reserve[gpu_type.name] = min(gpu_type.count, holding + max(expected, largest))
     return reserve

@@ -238,9 +238,13 @@ def split_valid(jobs: Iterable[Job], cluster: Cluster) -> tuple[list[Job], list[
     return valid, errors
 
 
-def runtime_s(duration_s: float, gpu_type: GpuType) -> float:
-    """A job of duration d (at speed 1.0) runs d / speed on this type."""
-    return duration_s / gpu_type.speed
+def runtime_s(job: Job, duration_s: float, gpu_type: GpuType) -> float:
+    """How long ``job`` holds its GPUs on ``gpu_type`` if its work takes ``duration_s`` at speed 1.0.
+
+    Batch work runs d / speed. A streaming job serves for a period of wall-clock time:
+    a faster GPU does not shorten it.
+    """
+    return duration_s if job.is_streaming else duration_s / gpu_type.speed
 
 
 @dataclass(frozen=True)

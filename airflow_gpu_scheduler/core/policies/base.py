@@ -1,0 +1,73 @@
+"""The one interface every policy implements, so the simulator and benchmark treat them alike.
+
+A policy sees the cluster as Airflow's metadata would show it (waiting jobs with
+estimates but no actual durations, running jobs, recent streaming work) and
+answers with :class:`~airflow_gpu_scheduler.core.levers.Levers`: the only things
+it may change. It never advances the clock; the simulator owns time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from airflow_gpu_scheduler.core.levers import Levers
+from airflow_gpu_scheduler.core.planner import Plan
+from airflow_gpu_scheduler.core.streaming import StreamingInterval
+from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob, allowed_types, runtime_s
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What a policy may look at when it decides."""
+
+    now_s: float
+    cluster: Cluster
+    waiting: tuple[Job, ...]
+    running: tuple[RunningJob, ...]
+    streaming_history: tuple[StreamingInterval, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Levers to apply now, when to be asked again, and the plan behind them (if any)."""
+
+    levers: Levers
+    wake_at_s: float | None = None
+    plan: Plan | None = None
+
+
+class Policy(Protocol):
+    """A dispatch policy. ``cadence_s`` None: asked at every event; else only on ticks of that period."""
+
+    name: str
+    cadence_s: float | None
+
+    def decide(self, state: ClusterState) -> Decision: ...
+
+
+def expected_runtime(job: Job, gpu_type: GpuType) -> float:
+    """Runtime by the estimate: what every policy may assume."""
+    return runtime_s(job, job.planning_estimate_s, gpu_type)
+
+
+def free_gpus(state: ClusterState) -> dict[str, int]:
+    free = {t.name: t.count for t in state.cluster.gpu_types}
+    for r in state.running:
+        free[r.gpu_type] -= r.job.gpus
+    return free
+
+
+def fastest_fitting_type(job: Job, cluster: Cluster, free: dict[str, int]) -> GpuType | None:
+    """Where a reasonable dispatcher would put a job now: the fastest allowed type with room."""
+    fitting = [t for t in allowed_types(job, cluster) if free[t.name] >= job.gpus]
+    return max(fitting, key=lambda t: (t.speed, free[t.name]), default=None)
+
+
+def arrival_order(jobs: Sequence[Job]) -> list[Job]:
+    return sorted(jobs, key=lambda j: (j.submit_s, j.job_id))
+
+
+def priority_order(jobs: Sequence[Job]) -> list[Job]:
+    return sorted(jobs, key=lambda j: (-j.priority, j.submit_s, j.job_id))

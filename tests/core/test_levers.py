@@ -1,0 +1,40 @@
+"""Airflow's dispatch rule as the simulator models it (observed on Airflow 3.3.2)."""
+
+from airflow_gpu_scheduler.core.levers import INTAKE_POOL, WaitingTask, airflow_dispatch, gpu_type_of_pool, pool_name
+
+
+def task(job_id, pool="gpu_h100", slots=1, weight=1, arrival=0.0, key=None):
+    return WaitingTask(job_id, pool, slots, weight, arrival, key or job_id)
+
+
+def test_order_is_weight_then_arrival():
+    waiting = [task("late", weight=5, arrival=10), task("early", weight=5, arrival=1), task("top", weight=9, arrival=99)]
+    assert airflow_dispatch(waiting, {"gpu_h100": 2}, {}) == ["top", "early"]
+
+
+def test_a_gang_that_does_not_fit_is_skipped_and_smaller_later_jobs_start():
+    # The measured behaviour behind apache/airflow#29474: no reservation for the big task.
+    waiting = [task("a", weight=10), task("big", slots=2, weight=9), task("c", weight=8), task("d", weight=7)]
+    assert airflow_dispatch(waiting, {"gpu_h100": 2}, {}) == ["a", "c"]
+
+
+def test_starved_task_skips_its_other_instances_in_the_same_loop():
+    waiting = [task("x1", slots=3, weight=9, key="dag.t"), task("x2", slots=1, weight=8, key="dag.t"),
+               task("y", slots=1, weight=1, key="dag.u")]
+    assert airflow_dispatch(waiting, {"gpu_h100": 2}, {}) == ["y"]
+
+
+def test_intake_pool_and_unknown_pools_never_start():
+    waiting = [task("held", pool=INTAKE_POOL, weight=100), task("lost", pool="nope", weight=50), task("ok")]
+    assert airflow_dispatch(waiting, {INTAKE_POOL: 0, "gpu_h100": 4}, {}) == ["ok"]
+
+
+def test_used_slots_count_against_the_pool():
+    assert airflow_dispatch([task("a", slots=2)], {"gpu_h100": 4}, {"gpu_h100": 3}) == []
+
+
+def test_pool_names_round_trip():
+    assert gpu_type_of_pool(pool_name("h100")) == "h100"
+    assert gpu_type_of_pool(pool_name("h100", streaming=True)) == "h100"
+    assert gpu_type_of_pool(INTAKE_POOL) is None
+    assert gpu_type_of_pool("default_pool") is None

@@ -1,0 +1,93 @@
+"""Validation of jobs, GPU types and clusters: every error names the subject and the field."""
+
+import pytest
+
+from airflow_gpu_scheduler.core.workload import (
+    Cluster,
+    GpuType,
+    Job,
+    JobKind,
+    WorkloadError,
+    split_valid,
+    validate_job,
+)
+
+CLUSTER = Cluster.from_dict({"gpu_types": {"h100": {"count": 8, "speed": 1.0}, "l4": {"count": 16, "speed": 0.4}}})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"gpus": 0}, "gpus"),
+        ({"gpus": -2}, "gpus"),
+        ({"gpus": 1.5}, "gpus"),
+        ({"gpus": True}, "gpus"),
+        ({"kind": "finetune"}, "kind"),
+        ({"duration_s": 0}, "duration_s"),
+        ({"estimate_s": -1}, "estimate_s"),
+        ({"estimate_s": float("nan")}, "estimate_s"),
+        ({"priority": 0}, "priority"),
+        ({"priority": "high"}, "priority"),
+        ({"deadline_s": 50.0}, "deadline_s"),
+        ({"gpu_types": "h100"}, "gpu_types"),
+        ({"submit_s": "soon"}, "submit_s"),
+        ({"max_wait_s": -5}, "max_wait_s"),
+        ({"job_id": ""}, "job_id"),
+    ],
+)
+def test_bad_job_fields_are_named(kwargs, field):
+    base = dict(job_id="j1", submit_s=100.0, kind="training", gpus=2, duration_s=60.0)
+    with pytest.raises(WorkloadError) as info:
+        Job(**{**base, **kwargs})
+    assert info.value.field == field
+    assert field in str(info.value)
+
+
+def test_impossible_gang_is_rejected_with_job_and_field():
+    job = Job("big", 0, JobKind.TRAINING, 12, duration_s=10, gpu_types=("h100",))
+    with pytest.raises(WorkloadError, match="'big'.*gpus.*no allowed GPU type"):
+        validate_job(job, CLUSTER)
+
+
+def test_unknown_gpu_type_is_rejected():
+    job = Job("j", 0, "quantization", 1, duration_s=10, gpu_types=("b200",))
+    with pytest.raises(WorkloadError) as info:
+        validate_job(job, CLUSTER)
+    assert info.value.field == "gpu_types" and "b200" in str(info.value)
+
+
+def test_split_valid_keeps_good_jobs_and_reports_bad_ones():
+    good = Job("ok", 0, "quantization", 1, duration_s=10)
+    too_big = Job("huge", 0, "training", 64, duration_s=10)
+    duplicate = Job("ok", 5, "quantization", 1, duration_s=10)
+    valid, errors = split_valid([good, too_big, duplicate], CLUSTER)
+    assert valid == [good]
+    assert [(e.subject, e.field) for e in errors] == [("job 'huge'", "gpus"), ("job 'ok'", "job_id")]
+
+
+def test_streaming_jobs_get_a_default_wait_budget():
+    job = Job("rt", 0, "realtime_inference", 1, duration_s=10)
+    assert job.is_streaming and job.max_wait_s is not None and job.max_wait_s > 0
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({}, "gpu_types"),
+        ({"gpu_types": {}}, "gpu_types"),
+        ({"gpu_types": {"h100": {"count": 0}}}, "count"),
+        ({"gpu_types": {"h100": {"count": 4, "speed": -1}}}, "speed"),
+        ({"gpu_types": {"h100": {"speed": 1}}}, "count"),
+        ({"gpu_types": {"h100": {"count": 4, "colour": "green"}}}, "colour"),
+        ({"gpu_types": {"h 100": {"count": 4}}}, "name"),
+    ],
+)
+def test_bad_cluster_is_named(data, field):
+    with pytest.raises(WorkloadError) as info:
+        Cluster.from_dict(data)
+    assert info.value.field == field
+
+
+def test_duplicate_gpu_types_rejected():
+    with pytest.raises(WorkloadError, match="duplicate"):
+        Cluster((GpuType("a", 1), GpuType("a", 2)))
