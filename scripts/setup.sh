@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Idempotent set-up for every entry point: a virtualenv with the package and its test extras,
+# and (with --services) the PostgreSQL server the PostgreSQL tests use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+  .venv/bin/pip install --quiet --upgrade pip
+fi
+stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+if [ ! -f "$stamp" ]; then
+  .venv/bin/pip install --quiet -e ".[test]"
+  touch "$stamp"
+fi
+
+if [ "${1:-}" = "--services" ]; then
+  if ! command -v pg_isready >/dev/null 2>&1; then
+    echo "setup: installing PostgreSQL" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  fi
+  if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+    echo "setup: starting PostgreSQL" >&2
+    version=$(ls /etc/postgresql | sort -V | tail -1)
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+    for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+  fi
+  pg_isready -h 127.0.0.1 -p 5432
+fi
