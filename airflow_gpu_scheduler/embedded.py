@@ -69,8 +69,8 @@ class EmbeddedAirflow:
             self.database_url = f"sqlite:///{self.home / 'airflow.db'}"
         url = make_url(self.database_url)
         if url.get_backend_name() == "sqlite" and "timeout" not in url.query:
-            # Five processes share one SQLite file: wait up to 30 s for its write lock (default 5 s).
-            self.database_url = url.update_query_dict({"timeout": "30"}).render_as_string(hide_password=False)
+            # Five processes share one SQLite file: wait up to 60 s for its write lock (default 5 s).
+            self.database_url = url.update_query_dict({"timeout": "60"}).render_as_string(hide_password=False)
         self._procs: dict[str, subprocess.Popen] = {}
         self._token: str | None = None
 
@@ -217,7 +217,8 @@ class EmbeddedAirflow:
         if auth:
             request.add_header("Authorization", f"Bearer {self.token()}")
         try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
+            # Generous: on a loaded machine SQLite requests can wait for the write lock.
+            with urllib.request.urlopen(request, timeout=120) as answer:
                 text = answer.read().decode()
         except urllib.error.HTTPError as error:
             raise AirflowApiError(f"{method} {path} -> {error.code}: {error.read().decode()[:500]}") from None
@@ -277,6 +278,16 @@ class EmbeddedAirflow:
                 return states
             time.sleep(1)
         raise TimeoutError(f"runs not finished after {timeout_s} s: {states}")
+
+    def set_task_state(self, dag_id: str, run_id: str, task_id: str, state: str) -> None:
+        """Set a task instance's state (e.g. ``success`` stops a running task)."""
+        self.api("PATCH", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/{task_id}",
+                 {"new_state": state})
+
+    def active_runs(self, dag_id: str) -> list[str]:
+        """Run ids of the DAG's queued or running runs."""
+        answer = self.api("GET", f"/dags/{dag_id}/dagRuns?state=queued&state=running")
+        return [run["dag_run_id"] for run in answer.get("dag_runs", [])]
 
     def clear_task(self, dag_id: str, run_id: str, task_id: str) -> None:
         self.api("POST", f"/dags/{dag_id}/clearTaskInstances",
