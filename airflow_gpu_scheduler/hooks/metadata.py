@@ -155,7 +155,7 @@ class GpuSchedulerMetadataHook(BaseHook):
 
     conn_name_attr = "gpu_scheduler_conn_id"
     default_conn_name = "gpu_scheduler_metadata"
-    conn_type = "gpu_scheduler_metadata"
+    conn_type = "postgres"
     hook_name = "GPU Scheduler metadata database"
 
     def __init__(self, gpu_scheduler_conn_id: str = default_conn_name, engine_kwargs: dict | None = None) -> None:
