@@ -56,8 +56,8 @@ class PlannerConfig:
     step_s: float = 300.0
     fine_points: int = 12
     horizon_s: float = 24 * 3600.0
-    time_limit_s: float = 5.0
-    mip_rel_gap: float = 0.01
+    time_limit_s: float = 2.0
+    mip_rel_gap: float = 0.02
     max_milp_jobs: int = 300
     use_solver: bool = True
 

@@ -1,17 +1,22 @@
 """Ours: replan with the MILP on events, and act only through Airflow's levers.
 
-The policy runs on the scheduling operator's cadence (every minute). It re-solves
-when jobs arrived or finished since the last plan, but no more often than
-``min_interval_s`` (a streaming arrival replans at once: it cannot wait). Between
+The policy runs on the scheduling operator's cadence (every minute). Between
 solves it keeps applying the last plan: jobs become due at their planned start and
 are released into their GPU type's pool, weighted in plan order; the rest stay held.
+It re-solves when jobs arrived or finished since the last plan and either
+
+- a streaming job has no place in the plan (it cannot wait for the next round), or
+- GPUs are idle now that a waiting job could use (a job ended earlier than its
+  estimate, or new work arrived on an idle cluster),
+
+or else once ``min_interval_s`` has passed since the last solve.
 """
 
 from __future__ import annotations
 
-from airflow_gpu_scheduler.core.levers import levers_for_plan
+from airflow_gpu_scheduler.core.levers import INTAKE_POOL, gpu_type_of_pool, levers_for_plan
 from airflow_gpu_scheduler.core.planner import MilpPlanner, Plan, PlannerConfig
-from airflow_gpu_scheduler.core.policies.base import ClusterState, Decision
+from airflow_gpu_scheduler.core.policies.base import ClusterState, Decision, fastest_fitting_type, free_gpus
 from airflow_gpu_scheduler.core.streaming import streaming_reserve
 
 
@@ -19,7 +24,7 @@ class MilpPolicy:
     name = "milp"
 
     def __init__(self, config: PlannerConfig | None = None, cadence_s: float = 60.0,
-                 min_interval_s: float = 60.0) -> None:
+                 min_interval_s: float = 300.0) -> None:
         self.planner = MilpPlanner(config)
         self.cadence_s = cadence_s
         self.min_interval_s = min_interval_s
@@ -30,20 +35,37 @@ class MilpPolicy:
     def decide(self, state: ClusterState) -> Decision:
         seen = frozenset(j.job_id for j in state.waiting) | frozenset(r.job.job_id for r in state.running)
         changed = seen != self._planned_for
-        planned = self._plan.by_job() if self._plan else {}
-        urgent = any(j.is_streaming and j.job_id not in planned for j in state.waiting)
-        due_to_replan = state.now_s - self._last_solve_s >= self.min_interval_s
         new_plan = None
-        if self._plan is None or (changed and (due_to_replan or urgent)):
+        if self._plan is None or (changed and self._must_replan(state)):
             reserve = streaming_reserve(state.cluster, state.streaming_history, state.now_s)
             new_plan = self.planner.plan(state.cluster, state.waiting, state.running, state.now_s, reserve)
             self._plan, self._planned_for, self._last_solve_s = new_plan, seen, state.now_s
+            changed = False
         plan = self._plan
         levers = levers_for_plan(plan, state.cluster, state.waiting, state.running, state.now_s)
         waiting_ids = {j.job_id for j in state.waiting}
         upcoming = [s.start_s for s in plan.starts if s.start_s > state.now_s and s.job_id in waiting_ids]
         wake = min(upcoming, default=None)
-        if changed and new_plan is None:
+        if changed:
             retry = self._last_solve_s + self.min_interval_s
             wake = retry if wake is None else min(wake, retry)
         return Decision(levers, wake_at_s=wake, plan=new_plan)
+
+    def _must_replan(self, state: ClusterState) -> bool:
+        if state.now_s - self._last_solve_s >= self.min_interval_s:
+            return True
+        assert self._plan is not None
+        planned = self._plan.by_job()
+        if any(j.is_streaming and j.job_id not in planned for j in state.waiting):
+            return True
+        levers = levers_for_plan(self._plan, state.cluster, state.waiting, state.running, state.now_s)
+        free = free_gpus(state)
+        held = []
+        for job in state.waiting:
+            pool = levers.assignments[job.job_id].pool
+            gpu_type = gpu_type_of_pool(pool)
+            if pool == INTAKE_POOL or gpu_type is None:
+                held.append(job)
+            else:
+                free[gpu_type] -= job.gpus
+        return any(fastest_fitting_type(job, state.cluster, free) is not None for job in held)
