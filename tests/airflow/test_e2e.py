@@ -44,7 +44,7 @@ def airflow(request, tmp_path_factory):
         stack.callback(instance.stop)
         instance.start()
         instance.wait_for_dags(["fifo_quant", "fifo_train", "plan_quant", "plan_train", "plan_scheduler",
-                                "cpu_only", "plan_impossible"])
+                                "cpu_only", "plan_impossible", "plan_mapped"])
         instance.engine = create_engine(url)
         stack.callback(instance.engine.dispose)
         yield instance
@@ -313,3 +313,24 @@ def test_non_gpu_pool_untouched_and_impossible_request_rejected(airflow):
     airflow.set_pool("cpu_pool", 1)
     assert airflow.wait_for_runs([cpu])[cpu] == "success"
     airflow.api("PATCH", "/dags/plan_impossible/dagRuns/bad", {"state": "failed"})  # clean up the held run
+
+
+def test_mapped_gpu_tasks_are_planned_per_map_index(airflow):
+    wait_for_no_planning_run(airflow)
+    run = ("plan_mapped", airflow.trigger("plan_mapped", "mapped"))
+    wait_until(lambda: len([r for r in task_instances(airflow, ["plan_mapped"]) if r["state"] == "scheduled"]) == 2,
+               60, "both map indices to be scheduled")
+    run_scheduler(airflow, "mapped_1")
+    _, jobs = plans(airflow)
+    mine = {j["map_index"]: j for j in jobs if j["dag_id"] == "plan_mapped"}
+    assert set(mine) == {0, 1}
+    assert all(j["kind"] == "batch_inference" and j["gpus"] == 2 and j["estimate_source"] == "declared"
+               for j in mine.values())
+    # Whatever the first cycle held, later cycles release it: the run completes.
+    for cycle in range(2, 6):
+        if airflow.run_state(*run) in ("success", "failed"):
+            break
+        time.sleep(3)
+        run_scheduler(airflow, f"mapped_{cycle}")
+    assert airflow.wait_for_runs([run])[run] == "success"
+    assert {r["pool"] for r in task_instances(airflow, ["plan_mapped"])} == {"gpu_h100"}

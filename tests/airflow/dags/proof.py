@@ -61,3 +61,13 @@ with DAG("plan_scheduler", schedule=None, start_date=START, catchup=False, max_a
         repeat_for_s="{{ dag_run.conf.get('repeat_for_s', 0) }}",
         repeat_every_s=1.5,
     )
+
+# A mapped GPU task: each map index is its own job, keyed on (dag_id, run_id, task_id, map_index).
+with DAG("plan_mapped", schedule=None, start_date=START, catchup=False):
+
+    @task(**gpu_task("batch_inference", gpus=2, estimate=4.0, priority=2.0))
+    def score(shard: int) -> int:
+        time.sleep(1)
+        return shard
+
+    score.expand(shard=[0, 1])
