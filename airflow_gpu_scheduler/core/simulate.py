@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from airflow_gpu_scheduler.core.estimates import Estimator
-from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, WaitingTask, airflow_dispatch, gpu_type_of_pool
+from airflow_gpu_scheduler.core.levers import (
+    INTAKE_POOL,
+    Assignment,
+    WaitingTask,
+    airflow_dispatch,
+    gpu_type_of_pool,
+    pool_name,
+)
 from airflow_gpu_scheduler.core.planner import Plan
 from airflow_gpu_scheduler.core.policies.base import ClusterState, Policy
 from airflow_gpu_scheduler.core.streaming import StreamingInterval
@@ -53,8 +60,12 @@ _ARRIVAL, _COMPLETION, _WAKE = 1, 0, 2  # completions first, so freed GPUs are s
 
 
 def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: float,
-             keep_plans: bool = False) -> SimResult:
-    """Run ``policy`` on ``jobs`` until ``horizon_s``; every job must carry ``duration_s``."""
+             keep_plans: bool = False, running_at_start: Sequence[RunningJob] = ()) -> SimResult:
+    """Run ``policy`` on ``jobs`` from time 0 until ``horizon_s``; every job must carry ``duration_s``.
+
+    ``running_at_start``: jobs already holding GPUs at time 0 (started at or before it);
+    they end at their start plus their runtime, or at once if that lies in the past.
+    """
     jobs = tuple(sorted((j for j in jobs if j.submit_s <= horizon_s), key=lambda j: (j.submit_s, j.job_id)))
     for job in jobs:
         if job.duration_s is None:
@@ -82,6 +93,16 @@ def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: f
     starts: dict[str, tuple[str, float]] = {}
     ends: dict[str, float] = {}
     result = SimResult(policy.name, cluster, jobs, horizon_s, {})
+    for run in running_at_start:
+        if run.job.duration_s is None:
+            raise ValueError(f"job {run.job.job_id!r}: field 'duration_s': running jobs need a duration")
+        pool = pool_name(run.gpu_type, run.job.is_streaming)
+        pool_used[pool] = pool_used.get(pool, 0) + run.job.gpus
+        type_used[run.gpu_type] += run.job.gpus
+        running[run.job.job_id] = (run, pool)
+        by_id[run.job.job_id] = run.job
+        end = run.start_s + runtime_s(run.job, run.job.duration_s, cluster.gpu_type(run.gpu_type))
+        push(max(end, 0.0), _COMPLETION, run.job.job_id)
     cadence = policy.cadence_s
     pending_tick: float | None = None
     wake_at: float | None = None
