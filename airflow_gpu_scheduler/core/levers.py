@@ -116,8 +116,13 @@ def levers_for_plan(
     waiting: Sequence[Job],
     running: Sequence[RunningJob],
     now_s: float,
+    release_ahead_s: float = 0.0,
 ) -> Levers:
     """Express a plan through Airflow's levers.
+
+    ``release_ahead_s``: also release jobs planned to start that soon (the next
+    planning cycle), so GPUs freed between cycles are not left idle; a job released
+    early can only start where its pool has room, and by starting early it ends early.
 
     Jobs due now (planned start <= now) go to the pool of their planned GPU type with
     weights in plan order; every other waiting job is held in the intake pool, so
@@ -137,7 +142,7 @@ def levers_for_plan(
     streaming_due: dict[str, int] = {name: 0 for name in cluster.names}
     for job in waiting:
         start = planned.get(job.job_id)
-        if start is not None and start.start_s <= now_s + 1e-6:
+        if start is not None and start.start_s <= now_s + release_ahead_s + 1e-6:
             assignments[job.job_id] = Assignment(pool_name(start.gpu_type, job.is_streaming), plan_weight(start.rank))
             if job.is_streaming:
                 streaming_due[start.gpu_type] += job.gpus

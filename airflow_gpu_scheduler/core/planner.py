@@ -58,7 +58,7 @@ class PlannerConfig:
     horizon_s: float = 24 * 3600.0
     time_limit_s: float = 2.0
     mip_rel_gap: float = 0.02
-    max_milp_jobs: int = 300
+    max_milp_jobs: int = 80
     use_solver: bool = True
 
 

@@ -38,3 +38,20 @@ def test_pool_names_round_trip():
     assert gpu_type_of_pool(pool_name("h100", streaming=True)) == "h100"
     assert gpu_type_of_pool(INTAKE_POOL) is None
     assert gpu_type_of_pool("default_pool") is None
+
+
+def test_levers_hold_jobs_not_yet_due_and_release_ahead_by_choice():
+    from airflow_gpu_scheduler.core.levers import levers_for_plan
+    from airflow_gpu_scheduler.core.planner import MilpPlanner
+    from airflow_gpu_scheduler.core.workload import Cluster, Job
+
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4, "speed": 1.0}}})
+    jobs = [Job("now", 0, "training", 4, estimate_s=600, priority=9),
+            Job("next", 0, "quantization", 4, estimate_s=600, priority=1)]
+    plan = MilpPlanner().plan(cluster, jobs, [], 0.0)
+    held = levers_for_plan(plan, cluster, jobs, [], 0.0)
+    assert held.assignments["now"].pool == "gpu_h100" and held.assignments["next"].pool == INTAKE_POOL
+    assert held.pool_slots == {INTAKE_POOL: 0, "gpu_h100": 4, "gpu_h100_streaming": 0}
+    early = levers_for_plan(plan, cluster, jobs, [], 0.0, release_ahead_s=600)
+    assert early.assignments["next"].pool == "gpu_h100"
+    assert early.assignments["now"].weight > early.assignments["next"].weight
