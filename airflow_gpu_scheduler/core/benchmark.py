@@ -7,6 +7,7 @@ plain data: metrics per policy, every job's outcome, and the bound.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -68,7 +69,9 @@ def run_benchmark(
     workers = workers or min(2, os.cpu_count() or 1)
     # The slow tasks (milp, bounds) first, so the pool stays busy to the end.
     tasks = [(sc, p) for p in sorted(policies, key=lambda p: p != "milp") for sc in scenarios]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    # Fresh worker processes, not forks: HiGHS keeps a thread pool per process, and a child forked
+    # from a parent that already solved something inherits a pool without threads and spins forever.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {}
         for sc, p in tasks:
             futures[pool.submit(_simulate_task, sc, p)] = f"{sc.name} / {p}"
