@@ -296,12 +296,7 @@ class MilpPlanner:
                          {k: list(v) for k, v in capacity.free_batch.items()})
         chosen: dict[int, _Candidate] = {}
         for j, job in enumerate(jobs):
-            best = None
-            for c in candidates[j]:
-                if (best is None or c.coefficient > best.coefficient) and free.fits(
-                    c.gpu_type, job.gpus, c.covers, job.is_streaming
-                ):
-                    best = c
+            best = _best_fitting(candidates[j], job, free)
             if best is not None:
                 free.take(best.gpu_type, job.gpus, best.covers)
                 chosen[j] = best
@@ -428,12 +423,7 @@ class MilpPlanner:
         for j, job in enumerate(jobs):
             if j in in_milp:
                 continue
-            best = None
-            for c in candidates[j]:
-                if (best is None or c.coefficient > best.coefficient) and free.fits(
-                    c.gpu_type, job.gpus, c.covers, job.is_streaming
-                ):
-                    best = c
+            best = _best_fitting(candidates[j], job, free)
             if best is not None:
                 free.take(best.gpu_type, job.gpus, best.covers)
                 out[j] = best
@@ -454,6 +444,16 @@ class MilpPlanner:
         )
         unplanned = tuple(job.job_id for j, job in enumerate(jobs) if j not in chosen)
         return Plan(now_s, starts, unplanned, report, dict(reserve))
+
+
+def _best_fitting(candidates: list[_Candidate], job: Job, free: _Capacity) -> _Candidate | None:
+    """The most valuable start of ``job`` that still fits (first on ties); fit is checked only when it would win."""
+    best = None
+    for c in candidates:
+        if (best is None or c.coefficient > best.coefficient) and free.fits(c.gpu_type, job.gpus, c.covers,
+                                                                             job.is_streaming):
+            best = c
+    return best
 
 
 def _gap(objective: float, bound: float | None) -> float | None:
