@@ -1,7 +1,7 @@
-"""``gpu-scheduler``: benchmark, replay and demo commands.
+"""``gpu-scheduler``: benchmark, replay, scale and demo commands.
 
-``bench`` and ``replay`` only use the core (no Airflow import); ``demo`` starts an
-embedded Airflow and is imported lazily.
+``bench``, ``replay`` and ``scale`` only use the core (no Airflow import); ``demo``
+starts an embedded Airflow and is imported lazily.
 """
 
 from __future__ import annotations
@@ -38,6 +38,16 @@ def _scenarios(value: str) -> list[str]:
     return names
 
 
+def _sizes(value: str) -> list[int]:
+    try:
+        sizes = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--jobs must be comma-separated integers, got {value!r}") from None
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"--jobs must be positive integers, got {value!r}")
+    return sizes
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpu-scheduler", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -61,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--horizon-s", type=float, help="evaluation window (default: last submit + longest job)")
     outputs(replay)
 
+    scale = sub.add_parser("scale", help="plan one cycle of growing queues: time, model size, gap to the LP bound")
+    scale.add_argument("--jobs", type=_sizes, default=[100, 300, 1000, 3000, 5000], help="comma-separated sizes")
+    scale.add_argument("--seed", type=int, default=0)
+    scale.add_argument("--budget-s", type=float, default=10.0, help="the cycle's time budget (default 10 s)")
+    scale.add_argument("--json", type=Path, help="write the rows as JSON here")
+    scale.add_argument("--plots", type=Path, help="write scale.png (time and gap against queue size) here")
+
     demo = sub.add_parser("demo", help="start an embedded Airflow with the provider and run a workload")
     demo.add_argument("args", nargs=argparse.REMAINDER)
     return parser
@@ -72,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from airflow_gpu_scheduler import demo
 
         return demo.main(args.args)
+    if args.command == "scale":
+        return _scale(args)
     try:
         if args.command == "bench":
             scenarios = [make_scenario(name, seed=args.seed, quick=args.quick) for name in args.scenarios]
@@ -97,6 +116,39 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         for path in write_plots(reports, args.plots):
             print(f"plot: {path}")
+    return 0
+
+
+def _scale(args: argparse.Namespace) -> int:
+    from airflow_gpu_scheduler.core.planner import PlannerConfig
+    from airflow_gpu_scheduler.core.scale import measure_sizes, write_scale_plot
+
+    config = PlannerConfig(time_limit_s=args.budget_s)
+    header = (f"{'jobs':>6} {'GPUs':>5} {'method':>13} {'vars':>7} {'cons':>6} {'nnz':>8} {'subs':>5} "
+              f"{'build':>6} {'handoff':>7} {'solve':>6} {'wall':>6} {'vs greedy':>9} {'vs LP':>7} "
+              f"{'full vars':>9} {'LP s':>6} {'peak MB':>7}")
+    print(f"one planning cycle per size, budget {args.budget_s:g} s (sizes: largest sub-MILP; times in s)")
+    print(header)
+
+    def show(r) -> None:
+        gap = f"{r.gap_to_lp_pct:6.2f}%" if r.gap_to_lp_pct is not None else "    n/a"
+        print(f"{r.jobs:>6} {r.gpus:>5} {r.method:>13} {r.variables:>7} {r.constraints:>6} {r.nonzeros:>8} "
+              f"{r.subproblems:>5} {r.build_s:>6.2f} {r.handoff_s:>7.2f} {r.solve_s:>6.2f} {r.wall_s:>6.2f} "
+              f"{r.vs_greedy_pct:>+8.2f}% {gap} {r.full_variables:>9} {r.lp_bound_s:>6.1f} {r.peak_rss_mb:>7.0f}",
+              flush=True)
+
+    rows = measure_sizes(args.jobs, args.seed, config, on_done=show)
+    if args.json:
+        args.json.write_text(json.dumps({"budget_s": args.budget_s, "seed": args.seed,
+                                         "rows": [r.to_dict() for r in rows]}, indent=2))
+        print(f"JSON: {args.json}")
+    if args.plots:
+        for path in write_scale_plot(rows, args.plots):
+            print(f"plot: {path}")
+    worse = [r.jobs for r in rows if r.objective < r.greedy_objective - 1e-6]
+    if worse:
+        print(f"error: plan worse than greedy at {worse}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -3,9 +3,10 @@
 One planning cycle, in the order the problem is explained:
 
 1. **Grid.** Start times are allowed at grid points: every ``step_s`` near now, with
-   spacing that doubles further out, plus the expected end of every running job (that
-   is when capacity frees). Capacity only rises at job ends and only falls at starts,
-   and starts happen at grid points, so checking capacity at the grid points is exact.
+   spacing that doubles further out, plus the expected end of a running job (that is
+   when capacity frees; at most one such point per grid interval). Capacity only rises
+   at job ends and only falls at starts, and starts happen at grid points, so checking
+   capacity at the grid points is exact.
 2. **Variables.** ``start[j, k, p]`` = 1 if job *j* starts on GPU type *k* at point *p*,
    built only for allowed types and for starts whose expected end fits the horizon.
 3. **Constraints.** ``one_start_per_job``; ``capacity[k, p]``: the gangs of every job
@@ -16,9 +17,11 @@ One planning cycle, in the order the problem is explained:
    streaming, its wait budget); earlier completion second (which is utilization
    within any window); earlier starts break ties.
 5. **Solve.** HiGHS through Pyomo's ``appsi_highs`` interface, warm-started from the
-   greedy plan, under a time limit and a relative gap target. If the solver fails,
-   times out without a solution, or returns something worse than greedy, the greedy
-   plan is used, and the report says so.
+   greedy plan, under the cycle's time budget, a node limit and a relative gap target.
+   A queue too large for one MILP is improved window by window (fix-and-optimize), so
+   the cost of a cycle grows gently with the queue. If the solver fails or finds
+   nothing better in time, the greedy plan is used, and the report says so: a plan is
+   never worse than greedy.
 
 Only estimates are used, never actual durations.
 """
@@ -27,15 +30,19 @@ from __future__ import annotations
 
 import math
 import time
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, runtime_s
 
 #: A batch job that misses its deadline still runs, but only for the utilization it
 #: brings: worth this fraction of its on-time value.
 LATE_VALUE_FRACTION = 0.02
+#: HiGHS is only started if at least this much of the cycle's budget is left after building the model.
+MIN_SOLVE_S = 0.05
 #: Completing at the end of the horizon is worth this much less than completing now.
 COMPLETION_DISCOUNT = 0.5
 
@@ -47,10 +54,18 @@ class PlannerConfig:
     :param step_s: spacing of the start grid near now.
     :param fine_points: how many grid points use ``step_s`` before spacing doubles.
     :param horizon_s: how far ahead to plan (extended to fit the longest queued job).
-    :param time_limit_s: HiGHS time limit per cycle; the best plan so far is used after it.
+    :param time_limit_s: wall-clock budget of one cycle, model building included; the
+        best plan found by then is used (at worst the greedy plan).
     :param mip_rel_gap: stop once the plan is proven this close to the bound.
-    :param max_milp_jobs: jobs beyond this many (by value) are placed greedily around the
-        MILP's plan, keeping every cycle within its budget on large queues.
+    :param max_milp_vars: the largest MILP solved at once; a bigger cycle is improved
+        window by window (see :meth:`MilpPlanner._solve`), so its cost grows gently.
+    :param window_time_limit_s: solver time per window, so one hard window cannot eat
+        the whole budget.
+    :param window_mip_rel_gap: gap target of a window. Tighter than ``mip_rel_gap``: a
+        window's bound includes work it cannot improve, so a loose target stops at once.
+    :param max_nodes: branch-and-bound nodes per MILP. Work limits, unlike time limits,
+        give the same plan on a busy and an idle machine (the time limits stay as a guard).
+    :param max_window_passes: sweeps of the windowed search over the queue.
     """
 
     step_s: float = 300.0
@@ -58,7 +73,11 @@ class PlannerConfig:
     horizon_s: float = 24 * 3600.0
     time_limit_s: float = 2.0
     mip_rel_gap: float = 0.02
-    max_milp_jobs: int = 80
+    max_milp_vars: int = 3000
+    window_time_limit_s: float = 1.0
+    window_mip_rel_gap: float = 0.002
+    max_nodes: int = 1000
+    max_window_passes: int = 3
     use_solver: bool = True
 
 
@@ -87,6 +106,8 @@ class SolveReport:
     wall_s: float
     build_s: float = 0.0
     solve_s: float = 0.0
+    handoff_s: float = 0.0
+    subproblems: int = 0
     variables: int = 0
     constraints: int = 0
     nonzeros: int = 0
@@ -121,10 +142,18 @@ def start_grid(cfg: PlannerConfig, horizon_s: float, extra_points: Sequence[floa
         if run >= cfg.fine_points:
             step *= 2
             run = cfg.fine_points // 2
+    # Capacity frees when a running job ends: let a start happen right then, but add at
+    # most one such point (the earliest) per grid interval, so a cluster with hundreds of
+    # running jobs does not multiply the grid. Later ends in the interval wait for the
+    # next grid point, as they would with one planning cycle per interval.
+    grid = points
+    earliest: dict[int, float] = {}
     for extra in extra_points:
         if 0 < extra < horizon_s:
-            points.append(round(extra, 3))
-    return sorted(set(points))
+            i = bisect_right(grid, extra) - 1
+            if grid[i] != extra:
+                earliest[i] = min(earliest.get(i, math.inf), round(extra, 3))
+    return sorted(set(grid) | set(earliest.values()))
 
 
 # --------------------------------------------------------------------------- values
@@ -135,10 +164,14 @@ def job_value(job: Job) -> float:
     return job.priority * job.work
 
 
-def start_coefficient(job: Job, start: float, end: float, now_s: float, horizon_s: float) -> float:
-    """Objective coefficient of starting ``job`` at offset ``start`` and ending at ``end``."""
-    value = job_value(job)
-    if job.is_streaming:
+def start_coefficient(job: Job, start: float, end: float, now_s: float, horizon_s: float,
+                      value: float | None = None) -> float:
+    """Objective coefficient of starting ``job`` at offset ``start`` and ending at ``end``.
+
+    ``value`` is ``job_value(job)``, passed in when the caller already has it.
+    """
+    value = job_value(job) if value is None else value
+    if job.kind.is_streaming:
         # An endpoint that missed its wait budget is still wanted as soon as possible:
         # value its start, not its completion, and never write it off.
         return value * (1.0 - start / horizon_s)
@@ -184,35 +217,111 @@ class _Capacity:
             free_batch[name] = [max(0, f - max(0, r - s)) for f, s in zip(row, streaming_running[name])]
         return cls(points, free, free_batch)
 
+    def copy(self) -> _Capacity:
+        return _Capacity(self.points, {k: list(v) for k, v in self.free.items()},
+                         {k: list(v) for k, v in self.free_batch.items()})
+
     def span(self, start_index: int, duration: float) -> range:
-        end = self.points[start_index] + duration
-        stop = start_index
-        while stop < len(self.points) and self.points[stop] < end - 1e-9:
-            stop += 1
+        """Grid points a job started at ``start_index`` occupies: those before its end."""
+        stop = bisect_left(self.points, self.points[start_index] + duration - 1e-9, lo=start_index)
         return range(start_index, max(stop, start_index + 1))
 
     def fits(self, gpu_type: str, gpus: int, idx: range, streaming: bool) -> bool:
-        row = self.free[gpu_type]
-        batch = self.free_batch[gpu_type]
-        return all(row[i] >= gpus and (streaming or batch[i] >= gpus) for i in idx)
+        if min(self.free[gpu_type][idx.start:idx.stop]) < gpus:
+            return False
+        return streaming or min(self.free_batch[gpu_type][idx.start:idx.stop]) >= gpus
 
-    def take(self, gpu_type: str, gpus: int, idx: range) -> None:
+    def take(self, gpu_type: str, gpus: int, idx: range, streaming: bool) -> None:
+        """Occupy GPUs. Streaming work may use the reservation, so it does not count against
+        what batch work may use (as in the MILP's ``batch_capacity`` rows)."""
         for i in idx:
             self.free[gpu_type][i] -= gpus
-            self.free_batch[gpu_type][i] -= gpus
+            if not streaming:
+                self.free_batch[gpu_type][i] -= gpus
 
 
 # --------------------------------------------------------------------------- the cycle
 
 
-@dataclass(frozen=True)
-class _Candidate:
+class _Candidate(NamedTuple):
+    """One possible start: job, GPU type, grid point (a tuple: hundreds of thousands are made per cycle)."""
+
     job_index: int
     gpu_type: str
     point: int
     end: float
     coefficient: float
     covers: range
+
+
+@dataclass(frozen=True)
+class _Cycle:
+    jobs: list[Job]
+    candidates: dict[int, list[_Candidate]]
+    capacity: _Capacity
+
+
+@dataclass
+class _SolveStats:
+    """What the MILP part of a cycle cost, summed over its sub-problems (sizes: the largest one)."""
+
+    build_s: float = 0.0
+    handoff_s: float = 0.0
+    solve_s: float = 0.0
+    subproblems: int = 0
+    variables: int = 0
+    constraints: int = 0
+    nonzeros: int = 0
+    last_status: str = ""
+    message: str = ""
+
+    def size(self) -> dict[str, int]:
+        return {"variables": self.variables, "constraints": self.constraints, "nonzeros": self.nonzeros}
+
+
+def _build_model(jobs: Sequence[Job], candidates: Mapping[int, list[_Candidate]], room: _Capacity,
+                 index: list[tuple[int, int]]):
+    """The Pyomo model of one (sub-)problem: a binary start per candidate, capacity per type and point."""
+    import pyomo.environ as pyo
+
+    covering: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    nnz = 0
+    for j, n in index:
+        c = candidates[j][n]
+        for i in c.covers:
+            covering[c.gpu_type, i].append((j, n))
+        nnz += len(c.covers) + 1
+    by_job: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for key in index:
+        by_job[key[0]].append(key)
+
+    m = pyo.ConcreteModel(name="gpu_plan")
+    m.CANDIDATES = pyo.Set(initialize=index, dimen=2, ordered=True)
+    m.start = pyo.Var(m.CANDIDATES, domain=pyo.Binary)
+    m.JOBS = pyo.Set(initialize=sorted(by_job))
+    m.one_start_per_job = pyo.Constraint(m.JOBS, rule=lambda m, j: sum(m.start[k] for k in by_job[j]) <= 1)
+    # Only points where the candidates could exceed what is free need a row.
+    cap_keys = [key for key in sorted(covering)
+                if sum(jobs[j].gpus for j, _ in covering[key]) > room.free[key[0]][key[1]]]
+    m.CAPACITY_POINTS = pyo.Set(initialize=cap_keys, dimen=2, ordered=True)
+
+    def capacity_rule(m, gpu_type, i):
+        terms = covering[gpu_type, i]
+        return sum(jobs[j].gpus * m.start[j, n] for j, n in terms) <= room.free[gpu_type][i]
+
+    def batch_capacity_rule(m, gpu_type, i):
+        terms = [(j, n) for j, n in covering[gpu_type, i] if not jobs[j].is_streaming]
+        limit = room.free_batch[gpu_type][i]
+        if not terms or limit >= room.free[gpu_type][i] or sum(jobs[j].gpus for j, _ in terms) <= limit:
+            return pyo.Constraint.Skip
+        return sum(jobs[j].gpus * m.start[j, n] for j, n in terms) <= limit
+
+    m.capacity = pyo.Constraint(m.CAPACITY_POINTS, rule=capacity_rule)
+    m.BATCH_POINTS = pyo.Set(initialize=sorted(covering), dimen=2, ordered=True)
+    m.batch_capacity = pyo.Constraint(m.BATCH_POINTS, rule=batch_capacity_rule)
+    m.value = pyo.Objective(expr=sum(candidates[j][n].coefficient * m.start[j, n] for j, n in index),
+                            sense=pyo.maximize)
+    return m, nnz, len(m.JOBS) + len(m.capacity) + len(m.batch_capacity)
 
 
 class MilpPlanner:
@@ -236,6 +345,23 @@ class MilpPlanner:
             report = SolveReport("empty", "no queued jobs", 0.0, 0.0, 0.0, 0.0, 0.0)
             return Plan(now_s, (), (), report, reserve)
 
+        cycle = self._prepare(cluster, queued, running, now_s, reserve)
+        jobs, candidates, capacity = cycle.jobs, cycle.candidates, cycle.capacity
+        greedy = self._greedy(jobs, candidates, capacity)
+        greedy_obj = sum(c.coefficient for c in greedy.values())
+
+        chosen, report = greedy, SolveReport(
+            "greedy", "solver disabled", greedy_obj, greedy_obj, None, None, 0.0
+        )
+        if cfg.use_solver:
+            chosen, report = self._solve(jobs, candidates, capacity, greedy, greedy_obj, wall0 + cfg.time_limit_s)
+        report = _with_wall(report, time.perf_counter() - wall0)
+        return self._to_plan(cluster, jobs, chosen, cycle.capacity.points, now_s, report, reserve)
+
+    def _prepare(self, cluster: Cluster, queued: Sequence[Job], running: Sequence[RunningJob], now_s: float,
+                 reserve: Mapping[str, int]) -> _Cycle:
+        """The grid, the capacity left by running jobs, and every candidate start of every queued job."""
+        cfg = self.config
         running_spans = []
         for r in running:
             gpu_type = cluster.gpu_type(r.gpu_type)
@@ -248,43 +374,52 @@ class MilpPlanner:
         horizon = max(cfg.horizon_s, 1.25 * longest + cfg.step_s * cfg.fine_points)
         points = start_grid(cfg, horizon, [end for *_, end, _ in running_spans])
         capacity = _Capacity.build(cluster, points, running_spans, reserve)
-
         jobs = sorted(queued, key=lambda j: (-j.priority, j.submit_s, j.job_id))
-        candidates = self._candidates(cluster, jobs, capacity, now_s, horizon)
-        greedy = self._greedy(jobs, candidates, capacity)
-        greedy_obj = sum(c.coefficient for c in greedy.values())
-
-        chosen, report = greedy, SolveReport(
-            "greedy", "solver disabled", greedy_obj, greedy_obj, None, None, 0.0
-        )
-        if cfg.use_solver:
-            chosen, report = self._solve(jobs, candidates, capacity, greedy, greedy_obj)
-        report = _with_wall(report, time.perf_counter() - wall0)
-        return self._to_plan(cluster, jobs, chosen, points, now_s, report, reserve)
+        return _Cycle(jobs, self._candidates(cluster, jobs, capacity, now_s, horizon), capacity)
 
     # -- candidates ---------------------------------------------------------------
 
     def _candidates(
         self, cluster: Cluster, jobs: Sequence[Job], capacity: _Capacity, now_s: float, horizon: float
     ) -> dict[int, list[_Candidate]]:
+        """Every start of every job that could fit and end within the horizon, with its objective coefficient.
+
+        The coefficient is :func:`start_coefficient`, inlined here: this loop runs hundreds of
+        thousands of times per cycle on a large queue.
+        """
         points = capacity.points
         out: dict[int, list[_Candidate]] = {}
         for j, job in enumerate(jobs):
             cands: list[_Candidate] = []
+            value = job_value(job)
+            streaming = job.kind.is_streaming
+            late_after = math.inf if job.deadline_s is None or streaming else job.deadline_s - now_s + 1e-6
             for gpu_type in allowed_types(job, cluster):
                 runtime = runtime_s(job, job.planning_estimate_s, gpu_type)
+                name = gpu_type.name
+                free = capacity.free[name]
                 for p, start in enumerate(points):
                     end = start + runtime
                     if end > horizon + 1e-6:
                         break
-                    covers = capacity.span(p, runtime)
-                    # A start that can never fit, even on an otherwise idle grid, is no candidate.
-                    if min(capacity.free[gpu_type.name][i] for i in covers) < job.gpus:
+                    # A start that can never fit, even with no other queued job, is no candidate.
+                    # Free capacity only grows over time (running jobs end), so the first point decides.
+                    if free[p] < job.gpus:
                         continue
-                    coef = start_coefficient(job, start, end, now_s, horizon)
-                    cands.append(_Candidate(j, gpu_type.name, p, end, coef, covers))
+                    if streaming:
+                        coef = value * (1.0 - start / horizon)
+                    else:
+                        v = value * LATE_VALUE_FRACTION if end > late_after else value
+                        coef = v * (1.0 - COMPLETION_DISCOUNT * end / horizon - 1e-4 * start / horizon)
+                    stop = bisect_left(points, end - 1e-9, p)  # = capacity.span(p, runtime)
+                    cands.append(_Candidate(j, name, p, end, coef, range(p, stop if stop > p else p + 1)))
             out[j] = cands
         return out
+
+    @staticmethod
+    def _ranked(candidates: Mapping[int, list[_Candidate]]) -> dict[int, list[_Candidate]]:
+        """Each job's candidates, most valuable first (stable: the earlier start wins a tie)."""
+        return {j: sorted(cands, key=lambda c: -c.coefficient) for j, cands in candidates.items()}
 
     # -- greedy -------------------------------------------------------------------
 
@@ -292,13 +427,13 @@ class MilpPlanner:
         self, jobs: Sequence[Job], candidates: Mapping[int, list[_Candidate]], capacity: _Capacity
     ) -> dict[int, _Candidate]:
         """List scheduling in priority order: each job takes its best still-feasible start."""
-        free = _Capacity(capacity.points, {k: list(v) for k, v in capacity.free.items()},
-                         {k: list(v) for k, v in capacity.free_batch.items()})
+        free = capacity.copy()
+        ranked = self._ranked(candidates)
         chosen: dict[int, _Candidate] = {}
         for j, job in enumerate(jobs):
-            best = _best_fitting(candidates[j], job, free)
+            best = _best_fitting(ranked[j], job, free)
             if best is not None:
-                free.take(best.gpu_type, job.gpus, best.covers)
+                free.take(best.gpu_type, job.gpus, best.covers, job.is_streaming)
                 chosen[j] = best
         return chosen
 
@@ -311,123 +446,243 @@ class MilpPlanner:
         capacity: _Capacity,
         greedy: dict[int, _Candidate],
         greedy_obj: float,
+        deadline: float,
     ) -> tuple[dict[int, _Candidate], SolveReport]:
-        import pyomo.environ as pyo
-        from pyomo.contrib.appsi.solvers import Highs
+        """Improve the greedy plan with MILPs until the cycle's budget is spent.
 
+        A queue whose model fits ``max_milp_vars`` is solved as one MILP. A larger one is
+        improved window by window (fix-and-optimize, a large-neighbourhood search): the
+        jobs the incumbent plan starts in one stretch of time are freed, every other job
+        keeps its place, and a sub-MILP re-plans the freed ones, warm-started from the
+        incumbent; it is accepted only if it is better. Windows overlap and slide from now
+        outward, so a job can move earlier by one window per pass, and the near term,
+        which is what gets applied, is optimized first. Every accepted step is feasible
+        for the whole cycle, so the plan is never worse than greedy.
+        """
         cfg = self.config
-        t0 = time.perf_counter()
-        # Large queues: the most valuable jobs go to the MILP, the tail is placed greedily
-        # after it (see _complete_with_tail), so a cycle stays within its budget.
-        order = sorted(range(len(jobs)), key=lambda j: (not jobs[j].is_streaming, -job_value(jobs[j])))
-        in_milp = set(order[: cfg.max_milp_jobs])
-        index = [(j, n) for j in sorted(in_milp) for n in range(len(candidates[j]))]
-        if not index:
+        sizes = {j: len(candidates[j]) for j in range(len(jobs))}
+        total_vars = sum(sizes.values())
+        incumbent = dict(greedy)
+        stats = _SolveStats()
+        if total_vars == 0:
             return greedy, SolveReport("greedy", "nothing to optimize", greedy_obj, greedy_obj, greedy_obj, 0.0, 0.0)
+        if total_vars <= cfg.max_milp_vars:
+            windows = [list(range(len(jobs)))]
+        else:
+            windows = None
+        status, bound = "not solved", None
+        passes = 0
+        while True:
+            todo = windows if windows is not None else self._windows(jobs, incumbent, sizes, capacity.points)
+            improved = False
+            for free_jobs in todo:
+                remaining = deadline - time.perf_counter()
+                if remaining < MIN_SOLVE_S:
+                    stats.last_status = stats.last_status or "time_limit"
+                    break
+                if windows is None:
+                    remaining = min(remaining, cfg.window_time_limit_s)
+                result = self._solve_window(jobs, candidates, capacity, incumbent, free_jobs, remaining, stats)
+                if result is None:
+                    continue
+                chosen, sub_status, sub_bound, gain = result
+                status = sub_status
+                if len(todo) == 1 and len(free_jobs) == len(jobs):
+                    bound = sub_bound
+                if gain > 1e-9 * max(1.0, greedy_obj):
+                    incumbent = chosen
+                    improved = True
+            passes += 1
+            if (windows is not None or not improved or passes >= cfg.max_window_passes
+                    or deadline - time.perf_counter() < MIN_SOLVE_S):
+                break
+        objective = sum(c.coefficient for c in incumbent.values())
+        if stats.subproblems == 0:
+            msg = stats.message or f"time limit {cfg.time_limit_s:g} s used up before the MILP; greedy plan used"
+            return greedy, SolveReport("greedy", stats.last_status or "time_limit", greedy_obj, greedy_obj, None,
+                                       None, 0.0, stats.build_s, stats.solve_s, handoff_s=stats.handoff_s,
+                                       message=msg, **stats.size())
+        if objective < greedy_obj - 1e-6:  # cannot happen (every step is accepted only if better); kept as a guard
+            incumbent, objective = greedy, greedy_obj
+        method = "milp" if windows is not None else "milp-windows"
+        message = stats.message if windows is not None else f"{stats.subproblems} windows in {passes} pass(es)"
+        return incumbent, SolveReport(method, status, objective, greedy_obj, bound, _gap(objective, bound), 0.0,
+                                      stats.build_s, stats.solve_s, handoff_s=stats.handoff_s,
+                                      subproblems=stats.subproblems, message=message, **stats.size())
 
-        covering: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
-        nnz = 0
-        for j, n in index:
-            c = candidates[j][n]
-            for i in c.covers:
-                covering[c.gpu_type, i].append((j, n))
-            nnz += len(c.covers) + 1
+    def _windows(self, jobs: Sequence[Job], incumbent: Mapping[int, _Candidate], sizes: Mapping[int, int],
+                 points: list[float]) -> list[list[int]]:
+        """Overlapping groups of jobs in the incumbent's start order, each small enough for one sub-MILP.
 
-        m = pyo.ConcreteModel(name="gpu_plan")
-        m.CANDIDATES = pyo.Set(initialize=index, dimen=2, ordered=True)
-        m.start = pyo.Var(m.CANDIDATES, domain=pyo.Binary)
-        by_job: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        for key in index:
-            by_job[key[0]].append(key)
-        m.JOBS = pyo.Set(initialize=sorted(by_job))
-        m.one_start_per_job = pyo.Constraint(m.JOBS, rule=lambda m, j: sum(m.start[k] for k in by_job[j]) <= 1)
-        cap_keys = sorted(covering)
-        m.CAPACITY_POINTS = pyo.Set(initialize=cap_keys, dimen=2, ordered=True)
+        Unplanned jobs come last, so the final windows give them a chance to find room.
+        """
+        order = sorted(range(len(jobs)), key=lambda j: (points[incumbent[j].point] if j in incumbent else math.inf, j))
+        limit = self.config.max_milp_vars
+        windows: list[list[int]] = []
+        start = 0
+        while start < len(order):
+            size, stop = 0, start
+            while stop < len(order) and (size + sizes[order[stop]] <= limit or stop == start):
+                size += sizes[order[stop]]
+                stop += 1
+            windows.append(order[start:stop])
+            if stop >= len(order):
+                break
+            start = max(start + 1, (start + stop) // 2)  # half-window overlap
+        return windows
 
-        def capacity_rule(m, gpu_type, i):
-            terms = covering[gpu_type, i]
-            return sum(jobs[j].gpus * m.start[j, n] for j, n in terms) <= capacity.free[gpu_type][i]
-
-        def batch_capacity_rule(m, gpu_type, i):
-            terms = [(j, n) for j, n in covering[gpu_type, i] if not jobs[j].is_streaming]
-            limit = capacity.free_batch[gpu_type][i]
-            if not terms or limit >= capacity.free[gpu_type][i]:
-                return pyo.Constraint.Skip
-            return sum(jobs[j].gpus * m.start[j, n] for j, n in terms) <= limit
-
-        m.capacity = pyo.Constraint(m.CAPACITY_POINTS, rule=capacity_rule)
-        m.batch_capacity = pyo.Constraint(m.CAPACITY_POINTS, rule=batch_capacity_rule)
-        m.value = pyo.Objective(
-            expr=sum(candidates[j][n].coefficient * m.start[j, n] for j, n in index), sense=pyo.maximize
-        )
-        # Warm start: the greedy plan restricted to the MILP's jobs (feasible by construction).
-        for j, n in index:
-            m.start[j, n].value = 0
-        for j, c in greedy.items():
-            if j in in_milp:
-                m.start[j, candidates[j].index(c)].value = 1
-        build_s = time.perf_counter() - t0
-
-        opt = Highs()
-        opt.config.time_limit = max(0.1, cfg.time_limit_s - build_s)
-        opt.config.mip_gap = cfg.mip_rel_gap
-        opt.config.warmstart = True
-        opt.config.load_solution = False
-        opt.config.stream_solver = False
-        t1 = time.perf_counter()
-        size = dict(variables=len(index), constraints=len(m.JOBS) + len(cap_keys), nonzeros=nnz)
-        try:
-            result = opt.solve(m)
-        except Exception as error:  # noqa: BLE001 - any solver failure falls back to greedy
-            msg = f"HiGHS failed: {type(error).__name__}: {error}"
-            return greedy, SolveReport("greedy", "error", greedy_obj, greedy_obj, None, None, 0.0,
-                                       build_s, time.perf_counter() - t1, message=msg, **size)
-        solve_s = time.perf_counter() - t1
-        status = str(result.termination_condition).rsplit(".", 1)[-1]
-        bound = result.best_objective_bound
-        bound = float(bound) if bound is not None and math.isfinite(bound) else None
-        if result.best_feasible_objective is None:
-            return greedy, SolveReport("greedy", status, greedy_obj, greedy_obj, bound, _gap(greedy_obj, bound),
-                                       0.0, build_s, solve_s, message="no MILP solution; greedy plan used", **size)
-        result.solution_loader.load_vars()
-        chosen: dict[int, _Candidate] = {}
-        for j, n in index:
-            if (m.start[j, n].value or 0) > 0.5:
-                chosen[j] = candidates[j][n]
-        chosen = self._complete_with_tail(jobs, candidates, capacity, chosen, in_milp)
-        objective = sum(c.coefficient for c in chosen.values())
-        if bound is not None:
-            # The tail (outside the MILP) adds to both sides of the gap.
-            bound += objective - sum(c.coefficient for j, c in chosen.items() if j in in_milp)
-        if objective < greedy_obj - 1e-6:
-            return greedy, SolveReport("greedy", status, greedy_obj, greedy_obj, bound, _gap(greedy_obj, bound),
-                                       0.0, build_s, solve_s, message="MILP plan worse than greedy; greedy kept", **size)
-        return chosen, SolveReport("milp", status, objective, greedy_obj, bound, _gap(objective, bound), 0.0,
-                                   build_s, solve_s, **size)
-
-    def _complete_with_tail(
+    def _solve_window(
         self,
         jobs: Sequence[Job],
         candidates: Mapping[int, list[_Candidate]],
         capacity: _Capacity,
-        chosen: dict[int, _Candidate],
-        in_milp: set[int],
-    ) -> dict[int, _Candidate]:
-        if len(in_milp) == len(jobs):
-            return chosen
-        free = _Capacity(capacity.points, {k: list(v) for k, v in capacity.free.items()},
-                         {k: list(v) for k, v in capacity.free_batch.items()})
-        for j, c in chosen.items():
-            free.take(c.gpu_type, jobs[j].gpus, c.covers)
-        out = dict(chosen)
+        incumbent: Mapping[int, _Candidate],
+        free_jobs: Sequence[int],
+        time_left_s: float,
+        stats: _SolveStats,
+    ) -> tuple[dict[int, _Candidate], str, float | None, float] | None:
+        """Re-plan ``free_jobs`` with every other job fixed at its incumbent start; None if nothing better."""
+        from pyomo.contrib.appsi.solvers import Highs
+
+        cfg = self.config
+        t0 = time.perf_counter()
+        free_set = set(free_jobs)
+        room = capacity.copy()
+        for j, c in incumbent.items():
+            if j not in free_set:
+                room.take(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming)
+        # Only starts that fit around the fixed jobs, and the incumbent's own (it always fits).
+        index = [(j, n) for j in free_jobs for n, c in enumerate(candidates[j])
+                 if c is incumbent.get(j) or room.fits(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming)]
+        if not index:
+            return None
+        m, nnz, n_cons = _build_model(jobs, candidates, room, index)
+        # Warm start: the incumbent's starts of the freed jobs (feasible by construction).
+        for key in index:
+            m.start[key].value = 0
+        before = 0.0
+        for j in free_jobs:
+            c = incumbent.get(j)
+            if c is not None:
+                m.start[j, candidates[j].index(c)].value = 1
+                before += c.coefficient
+        build_s = time.perf_counter() - t0
+        stats.build_s += build_s
+        stats.variables, stats.constraints, stats.nonzeros = (max(stats.variables, len(index)),
+                                                              max(stats.constraints, n_cons), max(stats.nonzeros, nnz))
+
+        opt = Highs()
+        opt.config.mip_gap = cfg.mip_rel_gap if len(free_jobs) == len(jobs) else cfg.window_mip_rel_gap
+        opt.config.warmstart = True
+        opt.config.load_solution = False
+        opt.config.stream_solver = False
+        opt.highs_options = {"mip_max_nodes": cfg.max_nodes}
+        # The model is solved once: no need for Pyomo to re-scan it for changes after set_instance.
+        for flag in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
+                     "check_for_new_or_removed_params", "check_for_new_objective", "update_constraints",
+                     "update_vars", "update_params", "update_named_expressions", "update_objective"):
+            setattr(opt.update_config, flag, False)
+        if time_left_s - build_s < MIN_SOLVE_S:
+            # Building the model used the budget: HiGHS is not started at all, so a cycle
+            # never runs past its budget by more than one model build.
+            stats.last_status = "time_limit"
+            stats.message = f"time limit used up building the model ({build_s:.2f} s); greedy plan used"
+            return None
+        t1 = time.perf_counter()
+        try:
+            opt.set_instance(m)
+            t2 = time.perf_counter()
+            stats.handoff_s += t2 - t1
+            opt.config.time_limit = max(0.05, time_left_s - (t2 - t0))
+            result = opt.solve(m)
+        except Exception as error:  # noqa: BLE001 - any solver failure keeps the incumbent
+            stats.message = f"HiGHS failed: {type(error).__name__}: {error}"
+            stats.last_status = "error"
+            stats.solve_s += time.perf_counter() - t1
+            return None
+        stats.solve_s += time.perf_counter() - t2
+        stats.subproblems += 1
+        status = str(result.termination_condition).rsplit(".", 1)[-1]
+        stats.last_status = status
+        bound = result.best_objective_bound
+        bound = float(bound) if bound is not None and math.isfinite(bound) else None
+        if result.best_feasible_objective is None:
+            stats.message = "no MILP solution in time; incumbent kept"
+            return None
+        result.solution_loader.load_vars()
+        chosen = {j: c for j, c in incumbent.items() if j not in free_set}
+        after = 0.0
+        for j, n in index:
+            if (m.start[j, n].value or 0) > 0.5:
+                chosen[j] = candidates[j][n]
+                after += candidates[j][n].coefficient
+        if after < before - 1e-9:
+            return None
+        if bound is not None:
+            # The bound is on the freed jobs; the fixed ones add their value to both sides.
+            bound += sum(c.coefficient for j, c in chosen.items() if j not in free_set)
+        return chosen, status, bound, after - before
+
+    # -- LP bound -------------------------------------------------------------------
+
+    def lp_bound(self, cluster: Cluster, queued: Sequence[Job], running: Sequence[RunningJob], now_s: float,
+                 streaming_reserve: Mapping[str, int] | None = None,
+                 time_limit_s: float = 600.0) -> tuple[float | None, int]:
+        """The LP relaxation of this cycle's whole (undecomposed) model, and its number of variables.
+
+        No plan of this cycle can score above it, so ``(bound - objective) / bound`` is a true
+        optimality gap. Built with highspy directly: it is a yardstick, not part of a cycle.
+        """
+        import highspy
+        import numpy as np
+
+        if not queued:
+            return 0.0, 0
+        cycle = self._prepare(cluster, queued, running, now_s, dict(streaming_reserve or {}))
+        jobs, candidates, capacity = cycle.jobs, cycle.candidates, cycle.capacity
+        cost: list[float] = []
+        job_rows: list[list[int]] = []
+        cap_rows: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
+        batch_rows: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
         for j, job in enumerate(jobs):
-            if j in in_milp:
-                continue
-            best = _best_fitting(candidates[j], job, free)
-            if best is not None:
-                free.take(best.gpu_type, job.gpus, best.covers)
-                out[j] = best
-        return out
+            cols = []
+            for c in candidates[j]:
+                col = len(cost)
+                cost.append(c.coefficient)
+                cols.append(col)
+                for i in c.covers:
+                    cap_rows[c.gpu_type, i].append((col, job.gpus))
+                    if not job.is_streaming:
+                        batch_rows[c.gpu_type, i].append((col, job.gpus))
+            if cols:
+                job_rows.append(cols)
+        n = len(cost)
+        if n == 0:
+            return 0.0, 0
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("time_limit", time_limit_s)
+        h.addVars(n, np.zeros(n), np.ones(n))
+        h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(cost))
+        h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        inf = highspy.kHighsInf
+
+        def add_row(entries: list[tuple[int, float]], upper: float) -> None:
+            idx = np.array([c for c, _ in entries], dtype=np.int32)
+            val = np.array([v for _, v in entries], dtype=np.float64)
+            h.addRow(-inf, upper, len(idx), idx, val)
+
+        for cols in job_rows:
+            add_row([(c, 1.0) for c in cols], 1.0)
+        for (name, i), entries in cap_rows.items():
+            add_row(entries, capacity.free[name][i])
+        for (name, i), entries in batch_rows.items():
+            if capacity.free_batch[name][i] < capacity.free[name][i]:
+                add_row(entries, capacity.free_batch[name][i])
+        h.run()
+        if h.modelStatusToString(h.getModelStatus()) != "Optimal":
+            return None, n
+        return float(h.getInfo().objective_function_value), n
 
     # -- output -------------------------------------------------------------------
 
@@ -446,14 +701,13 @@ class MilpPlanner:
         return Plan(now_s, starts, unplanned, report, dict(reserve))
 
 
-def _best_fitting(candidates: list[_Candidate], job: Job, free: _Capacity) -> _Candidate | None:
-    """The most valuable start of ``job`` that still fits (first on ties); fit is checked only when it would win."""
-    best = None
-    for c in candidates:
-        if (best is None or c.coefficient > best.coefficient) and free.fits(c.gpu_type, job.gpus, c.covers,
-                                                                             job.is_streaming):
-            best = c
-    return best
+def _best_fitting(ranked: list[_Candidate], job: Job, free: _Capacity) -> _Candidate | None:
+    """The most valuable start of ``job`` that still fits; ``ranked`` is most valuable first."""
+    streaming = job.kind.is_streaming
+    for c in ranked:
+        if free.fits(c.gpu_type, job.gpus, c.covers, streaming):
+            return c
+    return None
 
 
 def _gap(objective: float, bound: float | None) -> float | None:
