@@ -4,7 +4,8 @@ A held job waits for one of a few things, checked in this order on the GPU type 
 gives it (the first that applies is the one that binds):
 
 1. ``too_big``: no GPU type it may run on has that many GPUs at all.
-2. ``busy``: the GPUs of its type are held by running jobs; it fits when they end.
+2. ``busy``: the GPUs of its type are held by running jobs; it fits when they end (``reserved``
+   instead when the GPUs they free are promised to a job the plan starts first).
 3. ``streaming``: enough GPUs are free, but batch work must leave the streaming reservation free.
 4. ``reserved``: enough GPUs are free now, but starting now would collide with a job the
    plan starts earlier (a larger, more valuable gang the GPUs are being kept for).
@@ -110,7 +111,17 @@ def waiting_reasons(
             else:
                 text = (f"needs {job.gpus} {name} GPUs; only {free_now} of {count} are free "
                         f"until {clock(until)}")
-            reasons[job.job_id] = WaitReason("busy", text, until_s=until)
+            # Freed GPUs may already be promised: then that job, not the running ones, decides the wait.
+            blocker = None
+            if start.start_s > until + 1e-6:
+                blocker = _blocking_job(job, until, start.start_s, gpu_type, runs, planned, jobs)
+            if blocker is not None:
+                other = jobs[blocker]
+                text += f", and then {_kind_words(other)} job {blocker} (priority {other.priority:g}) goes first"
+                reasons[job.job_id] = WaitReason("reserved", text, until_s=planned[blocker].end_s,
+                                                 blocking_job=blocker)
+            else:
+                reasons[job.job_id] = WaitReason("busy", text, until_s=until)
             continue
 
         streaming_now = sum(g for g, _, s in runs if s)
@@ -121,7 +132,7 @@ def waiting_reasons(
                              "are kept for real-time inference")
             continue
 
-        blocker = _blocking_job(job, start.start_s, gpu_type, runs, planned, jobs, now_s)
+        blocker = _blocking_job(job, now_s, start.start_s, gpu_type, runs, planned, jobs)
         if blocker is not None:
             other = jobs[blocker]
             other_start = planned[blocker].start_s
@@ -149,31 +160,31 @@ def _enough_free_at(runs: Sequence[tuple[int, float, bool]], count: int, gpus: i
 
 def _blocking_job(
     job: Job,
+    at_s: float,
     planned_start_s: float,
     gpu_type,
     runs: Sequence[tuple[int, float, bool]],
     planned: Mapping,
     jobs: Mapping[str, Job],
-    now_s: float,
 ) -> str | None:
-    """The planned job that starting ``job`` now on its GPU type would collide with.
+    """The planned job that starting ``job`` at ``at_s`` on its GPU type would collide with.
 
-    Walks the points where usage rises within the job's run if it started now; at the first
-    point where the GPUs would be oversubscribed, the job starting there that the plan puts
-    first (earliest, then highest priority) is the one the GPUs are kept for.
+    Walks the points where usage rises within the job's run if it started at ``at_s``; at the
+    first point where the GPUs would be oversubscribed, the job starting there that the plan
+    puts first (earliest, then highest priority) is the one the GPUs are kept for.
     """
     name = gpu_type.name
-    end = now_s + runtime_s(job, job.planning_estimate_s, gpu_type)
+    end = at_s + runtime_s(job, job.planning_estimate_s, gpu_type)
     others = [(s.start_s, s.end_s, jobs[s.job_id]) for s in planned.values()
               if s.gpu_type == name and s.job_id != job.job_id and s.job_id in jobs
-              and s.start_s <= planned_start_s and s.start_s < end and s.end_s > now_s]
-    points = sorted({now_s, *(max(start, now_s) for start, _, _ in others)})
+              and s.start_s <= planned_start_s and s.start_s < end and s.end_s > at_s]
+    points = sorted({at_s, *(max(start, at_s) for start, _, _ in others)})
     for point in points:
         used = sum(g for g, run_end, _ in runs if run_end > point)
         used += sum(other.gpus for start, stop, other in others if start <= point < stop)
         if used + job.gpus > gpu_type.count:
             active = [(start, -other.priority, other.job_id) for start, stop, other in others
-                      if max(start, now_s) <= point < stop]
+                      if max(start, at_s) <= point < stop]
             if active:
                 return min(active)[2]
     return None

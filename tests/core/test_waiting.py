@@ -86,3 +86,16 @@ def test_every_held_job_of_a_real_plan_gets_a_reason():
     assert set(reasons) == held and held
     assert reasons["train"].code == "busy"
     assert all(r.text for r in reasons.values())
+
+
+def test_busy_then_promised_to_a_gang_names_the_gang():
+    # 3 of 4 GPUs busy for 5 minutes; then the training gang takes all 4 for 20 minutes.
+    running = [RunningJob(job("r", 3, 400), "h100", NOW - 100)]
+    train = job("train", 4, estimate=1200, priority=9, kind="training", gpu_types=("h100",))
+    pair = job("pair", 2, estimate=600, gpu_types=("h100",))
+    p = plan(("train", "h100", NOW + 300, NOW + 1500), ("pair", "h100", NOW + 1500, NOW + 2100))
+    reasons = waiting_reasons(p, CLUSTER, [train, pair], running, NOW)
+    assert reasons["train"].code == "busy"
+    assert reasons["pair"].code == "reserved" and reasons["pair"].blocking_job == "train"
+    assert reasons["pair"].text == (f"needs 2 h100 GPUs; only 1 of 4 are free until {clock(NOW + 300)}, "
+                                    "and then training job train (priority 9) goes first")
