@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_gpu_scheduler.cluster_config import CLUSTER_VARIABLE, cluster_from_file, cluster_from_variable
-from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, Levers, levers_for_plan
+from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, Levers, levers_for_plan, pool_name
 from airflow_gpu_scheduler.core.planner import MilpPlanner, Plan, PlannerConfig
 from airflow_gpu_scheduler.core.waiting import waiting_reasons
 from airflow_gpu_scheduler.core.workload import Cluster
@@ -241,7 +241,8 @@ def plan_record(
             "job_id": running.job.job_id, "dag_id": key[0], "run_id": key[1], "task_id": key[2],
             "map_index": int(key[3]), "decision": "running", "kind": running.job.kind.value,
             "gpus": running.job.gpus, "priority": running.job.priority, "estimate_s": running.job.estimate_s,
-            "deadline_s": running.job.deadline_s, "gpu_type": running.gpu_type, "planned_start_s": running.start_s,
+            "deadline_s": running.job.deadline_s, "gpu_type": running.gpu_type,
+            "pool": pool_name(running.gpu_type, running.job.is_streaming), "planned_start_s": running.start_s,
             "planned_end_s": running.start_s + (running.job.estimate_s or 0.0) / cluster.gpu_type(running.gpu_type).speed,
         })
     return plan_row, rows
