@@ -115,10 +115,10 @@ def _lanes(cluster: dict[str, Any] | None, reserve: dict[str, int], jobs: list[d
     for name, spec in types.items():
         kept = int(reserve.get(name, 0))
         lanes.append({"id": name, "gpu_type": name, "streaming": False, "gpus": int(spec["count"]) - kept,
-                      "speed": spec.get("speed", 1.0)})
+                      "count": int(spec["count"]), "speed": spec.get("speed", 1.0)})
         if kept or name in streaming_types:
             lanes.append({"id": f"{name}:streaming", "gpu_type": name, "streaming": True, "gpus": kept,
-                          "speed": spec.get("speed", 1.0)})
+                          "count": int(spec["count"]), "speed": spec.get("speed", 1.0)})
     return lanes
 
 

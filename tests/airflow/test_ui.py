@@ -34,6 +34,8 @@ PREFIX = "/gpu-scheduler"
 ROUTES = ["/", "/api/plan", "/api/plans", "/api/jobs/a/b/c/-1", "/api/utilization", "/api/openapi.json",
           "/static/gpu_schedule.js"]
 LONG_S = 300  # the first jobs hold their GPUs for the whole test
+DAG_OF_KIND = {"training": ("plan_train", "train"), "batch_inference": ("ui_batch", "score"),
+               "quantization": ("plan_quant", "quantize"), "realtime_inference": ("ui_stream", "serve")}
 
 
 def chromium_path() -> str:
@@ -273,24 +275,30 @@ def synthetic_plan(n_jobs: int, now_s: float, seed: int = 7) -> tuple[dict, list
     rng = random.Random(seed)
     cluster = {"gpu_types": {"h100": {"count": 64, "speed": 1.0}, "a100": {"count": 32, "speed": 0.7},
                              "l4": {"count": 16, "speed": 0.4}}}
-    free = {name: [now_s - rng.uniform(0, 1800) for _ in range(spec["count"])]
-            for name, spec in cluster["gpu_types"].items()}
+    reserve = {"h100": 4, "a100": 2, "l4": 2}
+    # GPUs per (type, streaming?): streaming work runs on the reserved GPUs, batch work on the rest.
+    free = {(name, streaming): [now_s - rng.uniform(0, 1800) for _ in range(reserve[name] if streaming else
+                                                                              spec["count"] - reserve[name])]
+            for name, spec in cluster["gpu_types"].items() for streaming in (False, True)}
     kinds = ["training", "batch_inference", "quantization", "realtime_inference"]
     rows = []
     for i in range(n_jobs):
         kind = rng.choices(kinds, weights=[2, 4, 4, 1])[0]
-        gpu_type = rng.choice(["h100", "h100", "a100", "l4"])
-        gpus = min(rng.choice([1, 1, 2, 4, 8] if kind == "training" else [1, 1, 1, 2]), len(free[gpu_type]))
-        estimate = rng.uniform(300, 7200) if kind == "training" else rng.uniform(120, 1800)
-        slots = sorted(range(len(free[gpu_type])), key=lambda g: free[gpu_type][g])[:gpus]
-        start = max(free[gpu_type][g] for g in slots)
-        end = start + estimate / cluster["gpu_types"][gpu_type]["speed"]
+        gpu_type = rng.choices(["h100", "a100", "l4"], weights=[64, 22, 6])[0]  # by throughput
+        gpus_free = free[gpu_type, kind == "realtime_inference"]
+        gpus = min(rng.choice([1, 1, 2, 4, 8] if kind == "training" else [1, 1, 1, 2]), len(gpus_free))
+        estimate = rng.uniform(600, 3600) if kind == "training" else rng.uniform(60, 900)
+        slots = sorted(range(len(gpus_free)), key=lambda g: gpus_free[g])[:gpus]
+        start = max(gpus_free[g] for g in slots)
+        end = start + estimate / (1.0 if kind == "realtime_inference" else cluster["gpu_types"][gpu_type]["speed"])
         for g in slots:
-            free[gpu_type][g] = end
+            gpus_free[g] = end
         decision = "running" if start < now_s else ("due" if start < now_s + 60 else "held")
-        job_id = f"synthetic_{i % 40}/run_{i // 40}/task/-1"
+        # Named after the real DAGs of this Airflow, so the page may show them (the user can read them).
+        dag_id, task_id = DAG_OF_KIND[kind]
+        job_id = f"{dag_id}/synthetic_{i}/{task_id}/-1"
         rows.append({
-            "job_id": job_id, "dag_id": f"synthetic_{i % 40}", "run_id": f"run_{i // 40}", "task_id": "task",
+            "job_id": job_id, "dag_id": dag_id, "run_id": f"synthetic_{i}", "task_id": task_id,
             "map_index": -1, "decision": decision, "kind": kind, "gpus": gpus, "priority": rng.choice([1, 2, 5, 9]),
             "estimate_s": estimate, "estimate_source": rng.choice(["declared", "group history", "kind history"]),
             "gpu_type": gpu_type, "pool": f"gpu_{gpu_type}" if decision != "held" else "gpu_intake",
@@ -303,7 +311,7 @@ def synthetic_plan(n_jobs: int, now_s: float, seed: int = 7) -> tuple[dict, list
             "method": "milp", "status": "optimal", "objective": 1.0, "greedy_objective": 1.0, "bound": 1.0, "gap": 0.0,
             "wall_s": 1.9, "waiting": sum(r["decision"] != "running" for r in rows),
             "running": sum(r["decision"] == "running" for r in rows), "due": sum(r["decision"] == "due" for r in rows),
-            "rejected": 0, "pool_slots": "{}", "streaming_reserve": json.dumps({"h100": 4}), "applied": True, "moved": 0}
+            "rejected": 0, "pool_slots": "{}", "streaming_reserve": json.dumps(reserve), "applied": True, "moved": 0}
     return plan, rows
 
 
@@ -322,4 +330,8 @@ def test_two_thousand_planned_jobs_render_quickly(airflow, browser):
     print(f"\n2,000 planned jobs: fetch {timing['fetchMs']:.0f} ms, render {timing['renderMs']:.0f} ms, "
           f"painted {timing['paintedMs']:.0f} ms after the data arrived")
     page.screenshot(path=str(ARTIFACTS / "gpu-schedule-2000-jobs.png"), full_page=False)
+    page.get_by_role("button", name="Next hour").click()
+    soon = page.locator("rect.bar").count()
+    assert 0 < soon < 2000, soon
+    page.screenshot(path=str(ARTIFACTS / "gpu-schedule-2000-jobs-next-hour.png"), full_page=False)
     context.close()

@@ -11,7 +11,8 @@
   };
   var DECISIONS = { due: "released", held: "held", running: "running", unplanned: "not placed", rejected: "rejected" };
   var TYPE_COLORS = ["var(--training)", "var(--batch_inference)", "var(--quantization)", "var(--realtime_inference)"];
-  var state = { data: null, jobs: [], selected: null, timer: null };
+  var WAITING_PAGE = 200;
+  var state = { data: null, jobs: [], selected: null, timer: null, window: null, waitingRows: WAITING_PAGE };
 
   // ------------------------------------------------------------------ formatting
   function $(id) { return document.getElementById(id); }
@@ -102,7 +103,7 @@
         render(answers[0], answers[1], answers[2]);
         document.body.getBoundingClientRect(); // force layout: it is part of rendering
         var t2 = performance.now();
-        var timing = { fetchMs: t1 - t0, renderMs: t2 - t1, jobs: answers[0].jobs.length };
+        var timing = { fetchMs: t1 - t0, renderMs: t2 - t1, jobs: answers[0].jobs.length, parts: state.parts };
         window.gpuSchedule = timing;
         requestAnimationFrame(function () {
           requestAnimationFrame(function () {
@@ -133,12 +134,15 @@
     $("plan-meta").innerHTML = "Plan #" + p.id + " made at " + clock(p.created_s) + " UTC (" +
       esc(relative(p.created_s, data.now_s)) + ")" + (p.dag_id ? " by " + esc(p.dag_id) + " / " + esc(p.run_id) : "") +
       " · " + esc(p.method.toUpperCase()) + " " + esc(p.status) + " · times in UTC";
-    renderStats(data);
-    renderGantt(data);
-    renderWaiting(data);
-    renderQuality(p);
-    renderUsage(usage);
-    renderHistory(history.plans);
+    var parts = {}, mark = performance.now();
+    function step(name, fn) { fn(); var t = performance.now(); parts[name] = t - mark; mark = t; }
+    step("stats", function () { renderStats(data); });
+    step("gantt", function () { renderGantt(data); });
+    step("waiting", function () { renderWaiting(data); });
+    step("quality", function () { renderQuality(p); });
+    step("usage", function () { renderUsage(usage); });
+    step("history", function () { renderHistory(history.plans); });
+    state.parts = parts;
     if (state.selected) {
       var again = data.jobs.filter(function (j) { return j.key === state.selected; })[0];
       if (again) showDetails(again); else $("details").hidden = true;
@@ -159,7 +163,7 @@
       ["Solver", p.status, p.method.toUpperCase() + " in " + (p.wall_s != null ? p.wall_s.toFixed(2) + " s" : "–") +
         ", gap " + pct(p.gap, 2)],
       ["Predicted utilization", pred ? pct(pred.plan.utilization) : "–",
-        pred ? "Airflow alone: " + pct(pred.airflow.utilization) : "no forecast"]
+        pred ? "next " + duration(pred.window_s) + "; Airflow alone " + pct(pred.airflow.utilization) : "no forecast"]
     ];
     $("stats").innerHTML = cards.map(function (c) {
       return '<div class="stat"><div class="label">' + esc(c[0]) + '</div><div class="value">' + esc(c[1]) +
@@ -207,6 +211,12 @@
       if (jobs[i].expected_end_s > hi) hi = jobs[i].expected_end_s;
     }
     hi = Math.max(hi, now + 0.1 * Math.max(60, hi - lo));
+    if (state.window) {
+      // A window shows what starts soon: from just before now (running work) to now + window.
+      lo = Math.max(lo, now - state.window / 8);
+      hi = now + state.window;
+      jobs = jobs.filter(function (j) { return j.planned_start_s < hi && j.expected_end_s > lo; });
+    }
     var pad = (hi - lo) * 0.02; lo -= pad; hi += pad;
 
     var byLane = {};
@@ -220,7 +230,8 @@
     var lanes = data.lanes.map(function (lane) {
       var rows = layoutLane(lane, byLane[lane.id] || []);
       var rowPx = Math.max(2, Math.min(16, Math.floor(200 / rows)));
-      return { lane: lane, rows: rows, rowPx: rowPx, height: Math.max(44, rows * rowPx + 10) };
+      var minHeight = !lane.streaming && lane.speed && lane.speed !== 1 ? 56 : 44;
+      return { lane: lane, rows: rows, rowPx: rowPx, height: Math.max(minHeight, rows * rowPx + 10) };
     });
     var height = axisH + lanes.reduce(function (s, l) { return s + l.height; }, 0) + 4;
     var svg = el("svg", { width: width, height: height, viewBox: "0 0 " + width + " " + height, role: "img" });
@@ -241,8 +252,12 @@
       var name = el("text", { class: "lane-label", x: 8, y: y + 17 }, svg);
       name.textContent = l.lane.streaming ? l.lane.gpu_type + " · streaming" : l.lane.gpu_type;
       var sub = el("text", { class: "lane-sub", x: 8, y: y + 32 }, svg);
-      sub.textContent = l.lane.streaming ? l.lane.gpus + " GPUs reserved" : l.lane.gpus + " GPUs" +
-        (l.lane.speed && l.lane.speed !== 1 ? " · speed " + l.lane.speed : "");
+      var kept = (l.lane.count || l.lane.gpus) - l.lane.gpus;
+      sub.textContent = l.lane.streaming ? l.lane.gpus + " GPUs reserved" : (l.lane.count || l.lane.gpus) + " GPUs" +
+        (kept > 0 ? ", " + kept + " streaming" : "");
+      if (!l.lane.streaming && l.lane.speed && l.lane.speed !== 1) {
+        el("text", { class: "lane-sub", x: 8, y: y + 46 }, svg).textContent = "speed " + l.lane.speed;
+      }
       if (l.lane.streaming && l.lane.gpus > 0) {
         el("rect", { class: "reserve", x: labelW, y: y + 5, width: plotW, height: Math.min(l.rows, l.lane.gpus) * l.rowPx }, svg);
       }
@@ -260,7 +275,7 @@
     var frag = document.createDocumentFragment();
     lanes.forEach(function (l) {
       (byLane[l.lane.id] || []).forEach(function (j) {
-        var x0 = x(j.planned_start_s), w = Math.max(2, x(j.expected_end_s) - x0);
+        var x0 = Math.max(labelW, x(j.planned_start_s)), w = Math.max(2, Math.min(x(j.expected_end_s), labelW + plotW) - x0);
         var h = Math.max(2, Math.max(1, j.gpus || 1) * l.rowPx - 1), by = l.y + 5 + j._row * l.rowPx;
         var kind = KINDS[j.kind] ? j.kind : "hidden";
         var attrs = { class: "bar " + j.decision + (j.key === state.selected ? " selected" : ""), x: x0.toFixed(1),
@@ -375,9 +390,12 @@
     var head = "<thead><tr><th>Job</th><th>Kind</th><th class=num>GPUs</th><th class=num>Priority</th>" +
       "<th>Planned start</th><th>Why it waits</th></tr></thead>";
     var filter = ($("filter").value || "").toLowerCase();
-    var rows = held.filter(function (j) {
+    var matching = held.filter(function (j) {
       return !filter || (jobName(j) + " " + (j.run_id || "") + " " + (j.reason || "")).toLowerCase().indexOf(filter) >= 0;
-    }).map(function (j) {
+    });
+    // Long queues: the first rows in plan order, more on request (the filter searches them all).
+    var shown = matching.slice(0, state.waitingRows);
+    var rows = shown.map(function (j) {
       var name = j.hidden ? esc(j.task_id) : '<a href="' + esc(j.ti_url) + '" target="_top">' + esc(jobName(j)) + "</a>" +
         '<div class="muted">' + esc(j.run_id) + "</div>";
       return '<tr data-key="' + esc(j.key) + '" data-code="' + esc(j.reason_code || "") + '"><td>' + name + "</td><td>" +
@@ -386,7 +404,11 @@
         '</td><td class="reason">' + esc(j.reason || (j.decision === "held" ? "held by the plan" : "–")) + "</td></tr>";
     });
     $("waiting").innerHTML = head + "<tbody>" + (rows.length ? rows.join("") :
-      '<tr><td colspan="6" class="muted">No job is held: everything waiting was released to a GPU pool.</td></tr>') + "</tbody>";
+      '<tr><td colspan="6" class="muted">' + (held.length ? "No held job matches the filter." :
+        "No job is held: everything waiting was released to a GPU pool.") + "</td></tr>") +
+      (matching.length > shown.length ? '<tr><td colspan="6"><button type="button" id="more-waiting">Show ' +
+        Math.min(WAITING_PAGE, matching.length - shown.length) + " more of " + (matching.length - shown.length) +
+        "</button></td></tr>" : "") + "</tbody>";
   }
 
   // ------------------------------------------------------------------ quality
@@ -494,7 +516,19 @@
   applyTheme();
   watchTheme();
   $("refresh").addEventListener("click", load);
+  $("window").addEventListener("click", function (event) {
+    var button = event.target.closest("button");
+    if (!button) return;
+    state.window = +button.dataset.window || null;
+    Array.prototype.forEach.call(this.querySelectorAll("button"), function (b) { b.classList.toggle("active", b === button); });
+    if (state.data && state.data.plan) renderGantt(state.data);
+  });
   $("filter").addEventListener("input", function () { if (state.data && state.data.plan) renderWaiting(state.data); });
+  $("waiting").addEventListener("click", function (event) {
+    if (event.target.id !== "more-waiting") return;
+    state.waitingRows += WAITING_PAGE;
+    renderWaiting(state.data);
+  });
   $("auto-refresh").addEventListener("change", function (event) {
     clearInterval(state.timer);
     if (event.target.checked) state.timer = setInterval(load, 30000);
