@@ -19,6 +19,7 @@ reason stored with a plan says why *that* plan held the job.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -81,6 +82,12 @@ def waiting_reasons(
         end = r.start_s + runtime_s(r.job, estimate, cluster.gpu_type(r.gpu_type)) if estimate else now_s
         holding[r.gpu_type].append((r.job.gpus, max(end, now_s + OVERDUE_END_S), r.job.is_streaming))
 
+    lanes = {name: _Lane([s for s in planned.values() if s.gpu_type == name and s.job_id in jobs])
+             for name in cluster.names}
+    for runs in holding.values():
+        runs.sort(key=lambda r: r[1])  # by expected end, for _enough_free_at
+    used = {name: sum(g for g, _, _ in runs) for name, runs in holding.items()}
+    streaming_used = {name: sum(g for g, _, s in runs if s) for name, runs in holding.items()}
     reasons: dict[str, WaitReason] = {}
     for job in queued:
         start = planned.get(job.job_id)
@@ -101,8 +108,7 @@ def waiting_reasons(
         gpu_type = cluster.gpu_type(start.gpu_type)
         name, count = gpu_type.name, gpu_type.count
         runs = holding[name]
-        used_now = sum(g for g, _, _ in runs)
-        free_now = count - used_now
+        free_now = count - used[name]
 
         if free_now < job.gpus:
             until = _enough_free_at(runs, count, job.gpus)
@@ -114,7 +120,7 @@ def waiting_reasons(
             # Freed GPUs may already be promised: then that job, not the running ones, decides the wait.
             blocker = None
             if start.start_s > until + 1e-6:
-                blocker = _blocking_job(job, until, start.start_s, gpu_type, runs, planned, jobs)
+                blocker = _blocking_job(job, until, start.start_s, gpu_type, runs, lanes[name], jobs)
             if blocker is not None:
                 other = jobs[blocker]
                 text += f", and then {_kind_words(other)} job {blocker} (priority {other.priority:g}) goes first"
@@ -124,15 +130,14 @@ def waiting_reasons(
                 reasons[job.job_id] = WaitReason("busy", text, until_s=until)
             continue
 
-        streaming_now = sum(g for g, _, s in runs if s)
-        kept = max(0, reserve.get(name, 0) - streaming_now)
+        kept = max(0, reserve.get(name, 0) - streaming_used[name])
         if not job.is_streaming and free_now - kept < job.gpus:
             reasons[job.job_id] = WaitReason(
                 "streaming", f"held for the streaming reservation: {kept} of the {free_now} free {name} GPUs "
                              "are kept for real-time inference")
             continue
 
-        blocker = _blocking_job(job, now_s, start.start_s, gpu_type, runs, planned, jobs)
+        blocker = _blocking_job(job, now_s, start.start_s, gpu_type, runs, lanes[name], jobs)
         if blocker is not None:
             other = jobs[blocker]
             other_start = planned[blocker].start_s
@@ -149,13 +154,28 @@ def waiting_reasons(
 
 
 def _enough_free_at(runs: Sequence[tuple[int, float, bool]], count: int, gpus: int) -> float:
-    """When running jobs have released enough GPUs for ``gpus`` (expected ends)."""
+    """When running jobs (sorted by expected end) have released enough GPUs for ``gpus``."""
     used = sum(g for g, _, _ in runs)
-    for g, end, _ in sorted(runs, key=lambda r: r[1]):
+    for g, end, _ in runs:
         used -= g
         if count - used >= gpus:
             return end
     return max((end for _, end, _ in runs), default=0.0)
+
+
+class _Lane:
+    """The planned starts on one GPU type, sorted by start, for range look-ups."""
+
+    def __init__(self, starts: Sequence) -> None:
+        self.starts = sorted(starts, key=lambda s: s.start_s)
+        self.keys = [s.start_s for s in self.starts]
+
+    def overlapping(self, at_s: float, until_s: float) -> list:
+        """Starts at or before ``until_s`` that are still running after ``at_s``."""
+        first_later = bisect.bisect_right(self.keys, at_s)
+        # Started by at_s: only those planned near ``at_s`` are still running; walk back from it.
+        earlier = [s for s in self.starts[:first_later] if s.end_s > at_s]
+        return earlier + self.starts[first_later:bisect.bisect_right(self.keys, until_s)]
 
 
 def _blocking_job(
@@ -164,27 +184,38 @@ def _blocking_job(
     planned_start_s: float,
     gpu_type,
     runs: Sequence[tuple[int, float, bool]],
-    planned: Mapping,
+    lane: _Lane,
     jobs: Mapping[str, Job],
 ) -> str | None:
     """The planned job that starting ``job`` at ``at_s`` on its GPU type would collide with.
 
-    Walks the points where usage rises within the job's run if it started at ``at_s``; at the
-    first point where the GPUs would be oversubscribed, the job starting there that the plan
-    puts first (earliest, then highest priority) is the one the GPUs are kept for.
+    Sweeps the usage of the type over the job's run if it started at ``at_s`` (running jobs, and
+    the jobs the plan starts no later than this one); at the first point where the GPUs would be
+    oversubscribed, the job running there that the plan put first (earliest, then highest
+    priority) is the one the GPUs are kept for.
     """
-    name = gpu_type.name
     end = at_s + runtime_s(job, job.planning_estimate_s, gpu_type)
-    others = [(s.start_s, s.end_s, jobs[s.job_id]) for s in planned.values()
-              if s.gpu_type == name and s.job_id != job.job_id and s.job_id in jobs
-              and s.start_s <= planned_start_s and s.start_s < end and s.end_s > at_s]
-    points = sorted({at_s, *(max(start, at_s) for start, _, _ in others)})
-    for point in points:
-        used = sum(g for g, run_end, _ in runs if run_end > point)
-        used += sum(other.gpus for start, stop, other in others if start <= point < stop)
-        if used + job.gpus > gpu_type.count:
-            active = [(start, -other.priority, other.job_id) for start, stop, other in others
-                      if max(start, at_s) <= point < stop]
-            if active:
-                return min(active)[2]
-    return None
+    others = [(s.start_s, s.end_s, jobs[s.job_id]) for s in lane.overlapping(at_s, min(planned_start_s, end - 1e-9))
+              if s.job_id != job.job_id and s.job_id in jobs]
+    used = sum(g for g, run_end, _ in runs if run_end > at_s)
+    used += sum(other.gpus for start, _, other in others if start <= at_s)
+    events = [(run_end, -g) for g, run_end, _ in runs if at_s < run_end < end]
+    for start, stop, other in others:
+        if start > at_s:
+            events.append((start, other.gpus))
+        if stop < end:
+            events.append((stop, -other.gpus))
+    events.sort()  # at equal times ends (negative) come before starts
+    point = at_s
+    over = used + job.gpus > gpu_type.count
+    for t, delta in events:
+        if over:
+            break
+        used += delta
+        if delta > 0 and used + job.gpus > gpu_type.count:
+            point, over = t, True
+    if not over:
+        return None
+    active = [(start, -other.priority, other.job_id) for start, stop, other in others
+              if max(start, at_s) <= point < stop]
+    return min(active)[2] if active else None
