@@ -63,9 +63,10 @@ def airflow(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
+    from playwright.sync_api import sync_playwright  # a test extra: missing means set-up failed, not "skip"
+
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as p:
+    with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
         yield chromium
         chromium.close()
@@ -260,6 +261,11 @@ def test_the_page_shows_the_plan_lanes_order_and_why_jobs_wait(airflow, browser)
         link = details.locator("a").first
         assert link.get_attribute("href") == train["ti_url"] and link.get_attribute("target") == "_top"
         assert "declared" in details.inner_text() and train["reason"] in details.inner_text()
+
+        # Switching the UI's theme switches the page at once (it watches the UI's <html> class).
+        other = "light" if scheme == "dark" else "dark"
+        page.evaluate(f"document.documentElement.classList.replace('{scheme}', '{other}')")
+        frame.wait_for_function(f"document.documentElement.dataset.theme === '{other}'", timeout=5000)
 
         # The whole page, outside the UI frame, with the session cookie the UI set at login.
         full = context.new_page()
