@@ -35,6 +35,7 @@ plan_table = Table(
     Column("streaming_reserve", Text, nullable=False, doc="GPUs kept for streaming per type (JSON)"),
     Column("predicted", Text, doc="predicted metrics of the plan vs Airflow's own dispatch (JSON)"),
     Column("applied", Boolean, nullable=False),
+    Column("moved", Integer, doc="task instances whose pool or weight this plan changed"),
 )
 
 #: One row per job considered in a plan.
@@ -60,7 +61,9 @@ plan_job_table = Table(
     Column("rank", Integer),
     Column("planned_start_s", Float),
     Column("planned_end_s", Float),
-    Column("reason", Text),
+    Column("reason", Text, doc="why the job is held or rejected, in plain words"),
+    Column("deadline_s", Float, doc="when the job should finish (epoch seconds), if it declares a deadline"),
+    Column("reason_code", String(16), doc="too_big | busy | streaming | reserved | later | horizon | rejected"),
     Index("idx_gpu_sched_plan_job_plan", "plan_id"),
     Index("idx_gpu_sched_plan_job_ti", "dag_id", "run_id", "task_id", "map_index"),
 )

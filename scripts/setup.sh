@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up for every entry point: a virtualenv with the package and its test extras,
-# and (with --services) the PostgreSQL server the PostgreSQL tests use.
+# and (with --services) what the tests need from the machine: the PostgreSQL server, and Debian's
+# chromium for the review page's browser test (Playwright drives it; it never downloads a browser).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -26,4 +27,8 @@ if [ "${1:-}" = "--services" ]; then
     for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
   fi
   pg_isready -h 127.0.0.1 -p 5432
+  if [ ! -x /usr/bin/chromium ]; then
+    echo "setup: installing chromium" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  fi
 fi

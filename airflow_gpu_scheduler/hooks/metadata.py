@@ -11,6 +11,7 @@ changes on every retry or clear.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import zlib
@@ -20,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow.sdk import BaseHook
-from sqlalchemy import Column, MetaData, Table, and_, bindparam, create_engine, insert, or_, select, update
+from sqlalchemy import Column, MetaData, Table, and_, bindparam, create_engine, func, insert, or_, select, update
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -379,7 +380,8 @@ class GpuSchedulerMetadataHook(BaseHook):
                     if pool not in levers.pool_slots and pool in existing:
                         conn.execute(update(_slot_pool).where(_slot_pool.c.pool == pool).values(slots=existing[pool]))
                 if record is not None:
-                    plan_id = self._insert_plan(conn, *record)
+                    plan_row, job_rows = record
+                    plan_id = self._insert_plan(conn, {"moved": len(moved), **plan_row}, job_rows)
         except SQLAlchemyError as error:
             hint = " (are the provider tables missing? run 'airflow db migrate')" if record is not None else ""
             raise GpuSchedulerMetadataError(
@@ -426,3 +428,79 @@ class GpuSchedulerMetadataHook(BaseHook):
                 for plan in plans:
                     plan["jobs"] = by_plan.get(plan["id"], [])
         return plans
+
+    # ------------------------------------------------------------------ review (the UI page)
+    # Each takes an optional open connection: the review page passes the api-server's own
+    # session connection, so it needs no ``gpu_scheduler_metadata`` connection.
+
+    @contextlib.contextmanager
+    def _reading(self, conn=None):
+        if conn is not None:
+            yield conn
+        else:
+            with self.get_engine().connect() as own:
+                yield own
+
+    def latest_plan(self, conn=None) -> dict[str, Any] | None:
+        """The newest plan with all its job rows (in recorded order), or ``None`` before the first plan."""
+        with self._reading(conn) as c:
+            plan = c.execute(select(plan_table).order_by(plan_table.c.id.desc()).limit(1)).mappings().first()
+            if plan is None:
+                return None
+            jobs = c.execute(select(plan_job_table).where(plan_job_table.c.plan_id == plan["id"])
+                             .order_by(plan_job_table.c.id)).mappings().all()
+        return {**dict(plan), "jobs": [dict(j) for j in jobs]}
+
+    def plan_summaries(self, limit: int = 20, conn=None) -> list[dict[str, Any]]:
+        """The most recent plans without their jobs, newest first, each with ``decisions`` (count per decision)."""
+        with self._reading(conn) as c:
+            plans = [dict(r) for r in c.execute(
+                select(plan_table).order_by(plan_table.c.id.desc()).limit(limit)).mappings()]
+            if plans:
+                counts = c.execute(
+                    select(plan_job_table.c.plan_id, plan_job_table.c.decision, func.count())
+                    .where(plan_job_table.c.plan_id.in_([p["id"] for p in plans]))
+                    .group_by(plan_job_table.c.plan_id, plan_job_table.c.decision)).all()
+                by_plan: dict[int, dict[str, int]] = {}
+                for plan_id, decision, n in counts:
+                    by_plan.setdefault(plan_id, {})[decision] = int(n)
+                for plan in plans:
+                    plan["decisions"] = by_plan.get(plan["id"], {})
+        return plans
+
+    def job_history(self, job_id: str, limit: int = 50, conn=None) -> list[dict[str, Any]]:
+        """One job's rows in the most recent plans that considered it, newest first, with the plan's time."""
+        query = (
+            select(plan_job_table, plan_table.c.created_s)
+            .join(plan_table, plan_table.c.id == plan_job_table.c.plan_id)
+            .where(plan_job_table.c.job_id == job_id)
+            .order_by(plan_job_table.c.plan_id.desc())
+            .limit(limit)
+        )
+        with self._reading(conn) as c:
+            return [dict(r) for r in c.execute(query).mappings()]
+
+    def gpu_pool_intervals(self, since_s: float, conn=None, max_rows: int = 20000) -> list[dict[str, Any]]:
+        """Task instances that held GPU-pool slots since ``since_s``: pool, slots, start_s, end_s (None: running).
+
+        The most recently started ``max_rows`` are read and filtered here: timestamps are compared
+        in Python because SQLite stores them as text.
+        """
+        ti = _task_instance
+        query = (
+            select(ti.c.pool, ti.c.pool_slots, ti.c.state, ti.c.start_date, ti.c.end_date)
+            .where(ti.c.pool.startswith(POOL_PREFIX, autoescape=True), ti.c.pool != INTAKE_POOL)
+            .where(ti.c.start_date.is_not(None))
+            .order_by(ti.c.start_date.desc())
+            .limit(max_rows)
+        )
+        out = []
+        with self._reading(conn) as c:
+            for row in c.execute(query).mappings():
+                start, end = to_epoch(row["start_date"]), to_epoch(row["end_date"])
+                if end is None and row["state"] not in ("running", "queued"):
+                    continue  # never finished and not running (e.g. removed): holds nothing now
+                if end is not None and end < since_s:
+                    continue
+                out.append({"pool": row["pool"], "gpus": int(row["pool_slots"] or 1), "start_s": start, "end_s": end})
+        return out

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_gpu_scheduler.cluster_config import CLUSTER_VARIABLE, cluster_from_file, cluster_from_variable
-from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, Levers, levers_for_plan
+from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, Levers, levers_for_plan, pool_name
 from airflow_gpu_scheduler.core.planner import MilpPlanner, Plan, PlannerConfig
+from airflow_gpu_scheduler.core.waiting import waiting_reasons
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.gpu_work import GpuWorkload, build_workload
 from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook, GpuWorkSnapshot, is_gpu_pool
@@ -194,6 +195,7 @@ def plan_record(
     """Rows for ``gpu_sched_plan`` and ``gpu_sched_plan_job`` describing one cycle."""
     report = plan.report
     planned = plan.by_job()
+    reasons = waiting_reasons(plan, cluster, workload.queued, workload.running, snapshot.now_s)
     due = sum(1 for a in levers.assignments.values() if a.pool != INTAKE_POOL)
     plan_row = {
         "created_s": snapshot.now_s, "dag_id": origin[0], "run_id": origin[1],
@@ -218,6 +220,7 @@ def plan_record(
             decision = "unplanned"
         else:
             decision = "held" if assignment is None or assignment.pool == INTAKE_POOL else "due"
+        wait = reasons.get(job_id) if decision in ("held", "unplanned") else None
         rows.append({
             "job_id": job_id, "dag_id": ti.key.dag_id, "run_id": ti.key.run_id, "task_id": ti.key.task_id,
             "map_index": ti.key.map_index, "decision": decision,
@@ -227,7 +230,10 @@ def plan_record(
             "gpu_type": start.gpu_type if start else None,
             "pool": assignment.pool if assignment else ti.pool, "weight": assignment.weight if assignment else None,
             "rank": start.rank if start else None, "planned_start_s": start.start_s if start else None,
-            "planned_end_s": start.end_s if start else None, "reason": workload.rejected.get(job_id),
+            "planned_end_s": start.end_s if start else None,
+            "reason": workload.rejected.get(job_id) or (wait.text if wait else None),
+            "reason_code": "rejected" if job_id in workload.rejected else (wait.code if wait else None),
+            "deadline_s": job.deadline_s if job else None,
         })
     for running in workload.running:
         key = running.job.meta["key"]
@@ -235,7 +241,8 @@ def plan_record(
             "job_id": running.job.job_id, "dag_id": key[0], "run_id": key[1], "task_id": key[2],
             "map_index": int(key[3]), "decision": "running", "kind": running.job.kind.value,
             "gpus": running.job.gpus, "priority": running.job.priority, "estimate_s": running.job.estimate_s,
-            "gpu_type": running.gpu_type, "planned_start_s": running.start_s,
+            "deadline_s": running.job.deadline_s, "gpu_type": running.gpu_type,
+            "pool": pool_name(running.gpu_type, running.job.is_streaming), "planned_start_s": running.start_s,
             "planned_end_s": running.start_s + (running.job.estimate_s or 0.0) / cluster.gpu_type(running.gpu_type).speed,
         })
     return plan_row, rows

@@ -1,14 +1,27 @@
 """The provider's Airflow plugin (loaded through the ``airflow.plugins`` entry point).
 
-It registers only its name for now; the plan review page is a separate piece of work.
+It adds "GPU Schedule" under Browse in the Airflow 3 UI: an iframe view of the review page
+that the plugin's FastAPI app serves in the api-server (see :mod:`.review_api`).
 """
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from airflow.plugins_manager import AirflowPlugin
+
+from airflow_gpu_scheduler.plugins.review_api import URL_PREFIX, create_app
 
 
 class GpuSchedulePlugin(AirflowPlugin):
-    """Airflow plugin of the GPU scheduler provider."""
+    """Airflow plugin of the GPU scheduler provider: the plan review page and its JSON API."""
 
     name = "gpu_scheduler"
+    fastapi_apps: ClassVar[list[dict[str, Any]]] = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "GPU Schedule"}]
+    external_views: ClassVar[list[dict[str, Any]]] = [{
+        "name": "GPU Schedule",
+        "href": f"{URL_PREFIX}/",
+        "destination": "nav",
+        "category": "browse",
+        "url_route": "gpu-schedule",
+    }]

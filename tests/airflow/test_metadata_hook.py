@@ -37,7 +37,7 @@ def test_airflow_db_migrate_creates_the_plan_tables_and_stamps_our_version_table
         tables = set(inspect(engine).get_table_names())
         assert {"gpu_sched_plan", "gpu_sched_plan_job", "alembic_version_gpu_sched"} <= tables
         with engine.connect() as c:
-            assert c.execute(text("SELECT version_num FROM alembic_version_gpu_sched")).scalar() == "0001_gpu_sched"
+            assert c.execute(text("SELECT version_num FROM alembic_version_gpu_sched")).scalar() == "0002_gpu_sched_review"
     finally:
         engine.dispose()
 
@@ -94,3 +94,25 @@ def test_a_failure_inside_apply_rolls_everything_back(hook):
         hook.apply_levers(Levers({"gpu_h100": 1, "gpu_a100": 8}, {}), [], record=bad_record)
     assert pools(hook) == before, "pools must not stay closed or half-written"
     assert hook.get_plans() == []
+
+
+def test_review_reads_latest_plan_summaries_and_one_jobs_history(hook):
+    assert hook.latest_plan() is None and hook.plan_summaries() == []
+    first = hook.store_plan(plan_row(created_s=10.0), [job_row(decision="held", reason="all 4 h100 GPUs are busy",
+                                                               reason_code="busy", deadline_s=99.0)])
+    second = hook.store_plan(plan_row(created_s=20.0, moved=1), [
+        job_row(), job_row(job_id="d/r/u/-1", task_id="u", decision="held", reason_code="later")])
+    latest = hook.latest_plan()
+    assert latest["id"] == second and latest["moved"] == 1
+    assert [j["job_id"] for j in latest["jobs"]] == ["d/r/t/-1", "d/r/u/-1"]
+    summaries = hook.plan_summaries(limit=5)
+    assert [p["id"] for p in summaries] == [second, first]
+    assert summaries[0]["decisions"] == {"due": 1, "held": 1} and "jobs" not in summaries[0]
+    history = hook.job_history("d/r/t/-1")
+    assert [(h["plan_id"], h["decision"], h["created_s"]) for h in history] == [(second, "due", 20.0),
+                                                                                 (first, "held", 10.0)]
+    assert history[1]["reason_code"] == "busy" and history[1]["deadline_s"] == 99.0
+    assert hook.job_history("no/such/job/-1") == []
+    with hook.get_engine().connect() as conn:  # the review page passes its own connection
+        assert hook.latest_plan(conn=conn)["id"] == second
+        assert hook.gpu_pool_intervals(0.0, conn=conn) == []
