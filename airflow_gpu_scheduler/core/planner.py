@@ -281,8 +281,14 @@ class _SolveStats:
 
 def _build_model(jobs: Sequence[Job], candidates: Mapping[int, list[_Candidate]], room: _Capacity,
                  index: list[tuple[int, int]]):
-    """The Pyomo model of one (sub-)problem: a binary start per candidate, capacity per type and point."""
+    """The Pyomo model of one (sub-)problem: a binary start per candidate, capacity per type and point.
+
+    Rows are built as Pyomo ``LinearExpression`` objects from coefficient and variable lists:
+    the same model as ``sum(g * start[j, n] ...)``, without Pyomo building and then walking
+    an expression tree per row (that walk was most of the build time on large queues).
+    """
     import pyomo.environ as pyo
+    from pyomo.core.expr.numeric_expr import LinearExpression
 
     covering: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
     nnz = 0
@@ -294,32 +300,39 @@ def _build_model(jobs: Sequence[Job], candidates: Mapping[int, list[_Candidate]]
     by_job: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for key in index:
         by_job[key[0]].append(key)
+    gpus = {j: jobs[j].gpus for j in by_job}
+    streaming = {j: jobs[j].is_streaming for j in by_job}
 
     m = pyo.ConcreteModel(name="gpu_plan")
     m.CANDIDATES = pyo.Set(initialize=index, dimen=2, ordered=True)
     m.start = pyo.Var(m.CANDIDATES, domain=pyo.Binary)
+    start = m.start
+
+    def linear(terms: list[tuple[int, int]], coefs: list[float]) -> LinearExpression:
+        return LinearExpression(constant=0, linear_coefs=coefs, linear_vars=[start[k] for k in terms])
+
     m.JOBS = pyo.Set(initialize=sorted(by_job))
-    m.one_start_per_job = pyo.Constraint(m.JOBS, rule=lambda m, j: sum(m.start[k] for k in by_job[j]) <= 1)
+    m.one_start_per_job = pyo.Constraint(m.JOBS, rule=lambda m, j: linear(by_job[j], [1] * len(by_job[j])) <= 1)
     # Only points where the candidates could exceed what is free need a row.
     cap_keys = [key for key in sorted(covering)
-                if sum(jobs[j].gpus for j, _ in covering[key]) > room.free[key[0]][key[1]]]
+                if sum(gpus[j] for j, _ in covering[key]) > room.free[key[0]][key[1]]]
     m.CAPACITY_POINTS = pyo.Set(initialize=cap_keys, dimen=2, ordered=True)
 
     def capacity_rule(m, gpu_type, i):
         terms = covering[gpu_type, i]
-        return sum(jobs[j].gpus * m.start[j, n] for j, n in terms) <= room.free[gpu_type][i]
+        return linear(terms, [gpus[j] for j, _ in terms]) <= room.free[gpu_type][i]
 
     def batch_capacity_rule(m, gpu_type, i):
-        terms = [(j, n) for j, n in covering[gpu_type, i] if not jobs[j].is_streaming]
+        terms = [(j, n) for j, n in covering[gpu_type, i] if not streaming[j]]
         limit = room.free_batch[gpu_type][i]
-        if not terms or limit >= room.free[gpu_type][i] or sum(jobs[j].gpus for j, _ in terms) <= limit:
+        if not terms or limit >= room.free[gpu_type][i] or sum(gpus[j] for j, _ in terms) <= limit:
             return pyo.Constraint.Skip
-        return sum(jobs[j].gpus * m.start[j, n] for j, n in terms) <= limit
+        return linear(terms, [gpus[j] for j, _ in terms]) <= limit
 
     m.capacity = pyo.Constraint(m.CAPACITY_POINTS, rule=capacity_rule)
     m.BATCH_POINTS = pyo.Set(initialize=sorted(covering), dimen=2, ordered=True)
     m.batch_capacity = pyo.Constraint(m.BATCH_POINTS, rule=batch_capacity_rule)
-    m.value = pyo.Objective(expr=sum(candidates[j][n].coefficient * m.start[j, n] for j, n in index),
+    m.value = pyo.Objective(expr=linear(index, [candidates[j][n].coefficient for j, n in index]),
                             sense=pyo.maximize)
     return m, nnz, len(m.JOBS) + len(m.capacity) + len(m.batch_capacity)
 
