@@ -46,9 +46,9 @@ def test_compose_has_the_official_services_and_every_airflow_service_runs_our_im
 
 def test_the_image_is_the_airflow_version_the_tests_run_and_installs_the_provider_from_the_repo():
     dockerfile = (DOCKER / "Dockerfile").read_text()
-    (base,) = re.findall(r"^FROM\s+(\S+)", dockerfile, re.M)
+    (base,) = re.findall(r"^FROM\s+(\S+)", dockerfile, re.MULTILINE)
     assert base == f"apache/airflow:{version('apache-airflow')}"
-    for source in re.findall(r"^COPY\s+(?:--\S+\s+)*(.+)\s+\S+$", dockerfile, re.M):
+    for source in re.findall(r"^COPY\s+(?:--\S+\s+)*(.+)\s+\S+$", dockerfile, re.MULTILINE):
         for path in source.split():
             assert (REPO / path).exists(), f"Dockerfile copies missing {path}"
     assert '"/opt/gpu-scheduler[postgres,celery]"' in dockerfile
