@@ -76,7 +76,8 @@ def test_settings_the_end_to_end_test_reuses_are_there_and_point_at_the_compose_
     assert int(env["AIRFLOW__CORE__PARALLELISM"]) >= deployment.cluster.total_gpus + 1
     broker, backend = env["AIRFLOW__CELERY__BROKER_URL"], env["AIRFLOW__CELERY__RESULT_BACKEND"]
     assert broker.startswith("redis://") and "@redis:6379" in broker
-    assert backend.startswith("db+postgresql://")
+    # SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3, which Airflow does not install: name the driver.
+    assert backend.startswith("db+postgresql+psycopg2://")
     metadata = make_url(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
     assert metadata.host == "postgres" and metadata.drivername == "postgresql+psycopg2"
     assert make_url(backend.removeprefix("db+")).host == "postgres"
