@@ -5,8 +5,9 @@ The Variable ``gpu_scheduler_cluster`` (or the file) holds::
     {"gpu_types": {"h100": {"count": 32, "speed": 1.0}, "a100": {"count": 16, "speed": 0.6}}}
 
 ``count`` is the number of GPUs of that type, ``speed`` how fast it runs work relative to
-speed 1.0 (a job estimated at 1 h runs 1 h / speed). Each GPU type becomes the Airflow
-pools ``gpu_<type>`` and ``gpu_<type>_streaming``.
+speed 1.0 (a job estimated at 1 h runs 1 h / speed), and the optional ``queue`` the executor
+queue its workers serve (default ``gpu-<type>``; e.g. ``airflow celery worker -q gpu-h100``).
+Each GPU type becomes the Airflow pools ``gpu_<type>`` and ``gpu_<type>_streaming``.
 """
 
 from __future__ import annotations

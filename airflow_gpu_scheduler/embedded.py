@@ -3,7 +3,9 @@
 Used by ``gpu-scheduler demo`` and by the end-to-end tests: one class that owns an
 ``AIRFLOW_HOME``, the environment of the components, their start and stop, and the few
 REST calls (``/api/v2``) needed to drive them. Works with SQLite (absolute path) and
-PostgreSQL, always with the LocalExecutor and the simple auth manager and a fixed login.
+PostgreSQL, with the simple auth manager and a fixed login; the LocalExecutor by default,
+or the CeleryExecutor (set it in ``extra_env``) with Celery workers added by
+:meth:`EmbeddedAirflow.start_celery_worker`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,18 @@ from typing import Any
 from sqlalchemy.engine import URL, make_url
 
 COMPONENTS = ("scheduler", "dag-processor", "api-server")
+#: Environment variable naming a Celery worker started here; see :func:`worker_hostname`.
+WORKER_HOSTNAME_ENV = "GPU_SCHEDULER_WORKER_HOSTNAME"
+
+
+def worker_hostname() -> str:
+    """``[core] hostname_callable`` of embedded Celery workers: the worker's own name.
+
+    Workers on one machine share its hostname, so the task instance's ``hostname`` column
+    could not tell them apart; each embedded worker names itself instead (on real GPU nodes
+    the machine's hostname already does).
+    """
+    return os.environ.get(WORKER_HOSTNAME_ENV) or socket.getfqdn()
 
 
 def free_port() -> int:
@@ -163,6 +177,34 @@ class EmbeddedAirflow:
                 pass
             time.sleep(0.5)
         raise TimeoutError(f"Airflow api-server not healthy after {timeout_s} s; logs in {self.home / 'logs'}")
+
+    def start_celery_worker(self, name: str, queues: list[str], concurrency: int) -> None:
+        """Start ``airflow celery worker`` serving only ``queues`` (call after :meth:`start`).
+
+        The worker reports ``name`` as the hostname of every task instance it runs, writes its
+        pid file and log under ``home`` and serves no logs (workers here share one machine).
+        """
+        if name in self._procs:
+            raise ValueError(f"a component named {name!r} is already running")
+        env = {**self.env(), "AIRFLOW__CORE__HOSTNAME_CALLABLE": "airflow_gpu_scheduler.embedded.worker_hostname",
+               WORKER_HOSTNAME_ENV: name}
+        args = ["airflow", "celery", "worker", "--queues", ",".join(queues), "--concurrency", str(concurrency),
+                "--celery-hostname", f"{name}@%h", "--pid", str(self.home / f"{name}.pid"), "--skip-serve-logs",
+                "--without-gossip", "--without-mingle"]
+        log = open(self.home / "logs" / f"{name}.log", "w")  # noqa: SIM115 - lives as long as the process
+        self._procs[name] = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_for_celery_workers(self, names: list[str], timeout_s: float = 120.0) -> None:
+        """Wait until each named worker logs that it is ready to take tasks."""
+        deadline = time.monotonic() + timeout_s
+        waiting = list(names)
+        while time.monotonic() < deadline:
+            self._check_alive()
+            waiting = [n for n in waiting if " ready." not in (self.home / "logs" / f"{n}.log").read_text(errors="replace")]
+            if not waiting:
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"Celery workers not ready after {timeout_s} s: {waiting}; logs in {self.home / 'logs'}")
 
     def _check_alive(self) -> None:
         for name, proc in self._procs.items():

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up for every entry point: a virtualenv with the package and its test extras,
-# and (with --services) what the tests need from the machine: the PostgreSQL server, and Debian's
-# chromium for the review page's browser test (Playwright drives it; it never downloads a browser).
+# and (with --services) what the tests need from the machine: the PostgreSQL server, the Redis broker of
+# the Celery tests, and Debian's chromium for the review page's browser test (Playwright drives it; it
+# never downloads a browser).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -31,4 +32,16 @@ if [ "${1:-}" = "--services" ]; then
     echo "setup: installing chromium" >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   fi
+
+  # Redis: the Celery broker of the CeleryExecutor end-to-end test (and of docker/).
+  if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+    echo "setup: installing Redis" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
+  fi
+  if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    echo "setup: starting Redis" >&2
+    redis-server --bind 127.0.0.1 --port 6379 --daemonize yes --save '' --appendonly no >/dev/null
+    for _ in $(seq 1 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 1; done
+  fi
+  redis-cli -h 127.0.0.1 -p 6379 ping
 fi

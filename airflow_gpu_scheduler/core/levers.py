@@ -2,6 +2,9 @@
 
 A plan can only act on Airflow through three levers: which pool a task instance
 is in, how many slots each pool has, and the task instance's priority weight.
+A fourth setting routes rather than orders: the executor queue of a released task
+instance names its planned GPU type's queue, so that on a distributed executor
+(Celery, one queue per GPU type) only workers on that hardware pick it up.
 :class:`Levers` is that set of settings; :func:`airflow_dispatch` is what
 Airflow's scheduler does with them (``SchedulerJobRunner.
 _executable_task_instances_to_queued`` in Airflow 3.3): order waiting task
@@ -17,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob
+from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob
 
 if TYPE_CHECKING:
     from airflow_gpu_scheduler.core.planner import Plan
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
 INTAKE_POOL = "gpu_intake"
 POOL_PREFIX = "gpu_"
 STREAMING_SUFFIX = "_streaming"
+#: Default executor queue of a GPU type: ``gpu-h100`` (a cluster config may name another).
+QUEUE_PREFIX = "gpu-"
 #: Weights are written as integers spaced by this much, leaving room for Airflow's own
 #: weight rules to add small amounts without reordering the plan.
 WEIGHT_STEP = 10
@@ -45,6 +50,11 @@ def gpu_type_of_pool(pool: str) -> str | None:
     return name[: -len(STREAMING_SUFFIX)] if name.endswith(STREAMING_SUFFIX) else name
 
 
+def executor_queue(gpu_type: GpuType) -> str:
+    """The executor queue of a GPU type's workers: its configured ``queue``, else ``gpu-<type>``."""
+    return gpu_type.queue or f"{QUEUE_PREFIX}{gpu_type.name}"
+
+
 def plan_weight(rank: int) -> int:
     """Priority weight for the job at ``rank`` in plan order (0 = first): higher starts first."""
     return WEIGHT_BASE - WEIGHT_STEP * rank
@@ -52,10 +62,17 @@ def plan_weight(rank: int) -> int:
 
 @dataclass(frozen=True)
 class Assignment:
-    """Where one waiting task instance sits and how it is weighted."""
+    """Where one waiting task instance sits, how it is weighted, and (once released) which
+    executor queue it goes to; ``queue=None`` leaves the task instance's queue as it is.
+
+    Held task instances get no queue: Airflow hands a task instance to an executor only
+    when its pool has an open slot, and the intake pool has none, so a held task's queue
+    is never read.
+    """
 
     pool: str
     weight: int
+    queue: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +142,7 @@ def levers_for_plan(
     early can only start where its pool has room, and by starting early it ends early.
 
     Jobs due now (planned start <= now) go to the pool of their planned GPU type with
-    weights in plan order; every other waiting job is held in the intake pool, so
+    weights in plan order, and to that type's executor queue; every other waiting job is held in the intake pool, so
     Airflow's greedy dispatch cannot take GPUs the plan reserved for someone else.
     Each GPU type's GPUs are split between a batch pool and a streaming pool: the
     streaming pool keeps the plan's reservation for real-time inference, never more
@@ -143,7 +160,8 @@ def levers_for_plan(
     for job in waiting:
         start = planned.get(job.job_id)
         if start is not None and start.start_s <= now_s + release_ahead_s + 1e-6:
-            assignments[job.job_id] = Assignment(pool_name(start.gpu_type, job.is_streaming), plan_weight(start.rank))
+            assignments[job.job_id] = Assignment(pool_name(start.gpu_type, job.is_streaming), plan_weight(start.rank),
+                                                 executor_queue(cluster.gpu_type(start.gpu_type)))
             if job.is_streaming:
                 streaming_due[start.gpu_type] += job.gpus
         else:

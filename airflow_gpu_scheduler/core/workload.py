@@ -64,11 +64,13 @@ def _number(value: Any, subject: str, field_name: str, *, positive: bool = True,
 
 @dataclass(frozen=True)
 class GpuType:
-    """One kind of GPU in the cluster: how many there are and how fast they run work."""
+    """One kind of GPU in the cluster: how many there are, how fast they run work, and the
+    executor queue its workers listen on (``None``: the default ``gpu-<name>``)."""
 
     name: str
     count: int
     speed: float = 1.0
+    queue: str | None = None
 
     def __post_init__(self) -> None:
         subject = f"GPU type {self.name!r}"
@@ -79,6 +81,10 @@ class GpuType:
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count <= 0:
             raise WorkloadError(subject, "count", f"must be a positive integer, got {self.count!r}")
         _number(self.speed, subject, "speed")
+        if self.queue is not None and (not isinstance(self.queue, str) or not self.queue
+                                       or not all(c.isalnum() or c in "-_.:@" for c in self.queue)):
+            # A comma or a blank would split the name in ``celery worker -q a,b``.
+            raise WorkloadError(subject, "queue", f"must be a queue name of letters, digits and '-_.:@', got {self.queue!r}")
 
 
 @dataclass(frozen=True)
@@ -96,23 +102,24 @@ class Cluster:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Cluster:
-        """Build from ``{"gpu_types": {"h100": {"count": 32, "speed": 1.0}, ...}}``."""
+        """Build from ``{"gpu_types": {"h100": {"count": 32, "speed": 1.0, "queue": "gpu-h100"}, ...}}`` (queue optional)."""
         if not isinstance(data, Mapping) or not isinstance(data.get("gpu_types"), Mapping):
             raise WorkloadError("cluster", "gpu_types", 'expected {"gpu_types": {NAME: {"count": N, "speed": S}}}')
         types = []
         for name, spec in data["gpu_types"].items():
             if not isinstance(spec, Mapping):
                 raise WorkloadError(f"GPU type {name!r}", "spec", f"expected an object with count and speed, got {spec!r}")
-            unknown = set(spec) - {"count", "speed"}
+            unknown = set(spec) - {"count", "speed", "queue"}
             if unknown:
                 raise WorkloadError(f"GPU type {name!r}", sorted(unknown)[0], "unknown field")
             if "count" not in spec:
                 raise WorkloadError(f"GPU type {name!r}", "count", "missing")
-            types.append(GpuType(str(name), spec["count"], spec.get("speed", 1.0)))
+            types.append(GpuType(str(name), spec["count"], spec.get("speed", 1.0), spec.get("queue")))
         return cls(tuple(types))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gpu_types": {t.name: {"count": t.count, "speed": t.speed} for t in self.gpu_types}}
+        return {"gpu_types": {t.name: {"count": t.count, "speed": t.speed, **({"queue": t.queue} if t.queue else {})}
+                              for t in self.gpu_types}}
 
     @property
     def names(self) -> tuple[str, ...]:

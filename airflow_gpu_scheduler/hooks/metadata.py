@@ -4,7 +4,7 @@ Task code cannot use Airflow's ORM session in Airflow 3, so the hook opens its o
 SQLAlchemy engine from an Airflow connection (default conn id ``gpu_scheduler_metadata``)
 and speaks SQLAlchemy Core to the few tables it needs. It reads GPU task instances,
 their declarations (from ``serialized_dag``, plain JSON) and their history, and it
-writes pool slots and task-instance pool/priority weight in one short transaction.
+writes pool slots and task-instance pool/priority weight/queue in one short transaction.
 Everything is keyed on ``(dag_id, run_id, task_id, map_index)``: a task instance's id
 changes on every retry or clear.
 """
@@ -40,6 +40,7 @@ _task_instance = Table(
     *(Column(name) for name in (
         "dag_id", "run_id", "task_id", "map_index", "state", "pool", "pool_slots", "priority_weight",
         "start_date", "end_date", "duration", "scheduled_dttm", "queued_dttm", "try_number", "dag_version_id",
+        "queue",
     )),
 )
 _dag_run = Table("dag_run", _airflow, *(Column(n) for n in ("dag_id", "run_id", "state", "queued_at", "start_date")))
@@ -107,6 +108,7 @@ class GpuTaskInstance:
     end_s: float | None
     duration_s: float | None
     declaration: Any = None
+    queue: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ class GpuWorkSnapshot:
 class ApplyResult:
     """What one apply wrote.
 
-    :param moved: task instances whose pool or weight was written.
+    :param moved: task instances whose pool, weight or queue was written.
     :param skipped: task instances left alone because they were dispatched (or changed)
         between collection and apply.
     :param plan_id: id of the stored plan, if a record was given.
@@ -289,7 +291,7 @@ class GpuSchedulerMetadataHook(BaseHook):
             priority_weight=row["priority_weight"], ready_s=ready_s,
             start_s=to_epoch(row["start_date"]) or to_epoch(row["queued_dttm"]),
             end_s=to_epoch(row["end_date"]), duration_s=float(duration) if duration is not None else None,
-            declaration=declaration,
+            declaration=declaration, queue=row["queue"],
         )
 
     def _load_declarations(self, conn, versions: Iterable[Any]) -> None:
@@ -341,7 +343,8 @@ class GpuSchedulerMetadataHook(BaseHook):
             ti = by_job.get(job_id)
             if ti is None or not is_gpu_pool(ti.pool):
                 continue
-            if ti.pool != assignment.pool or ti.priority_weight != assignment.weight:
+            if (ti.pool != assignment.pool or ti.priority_weight != assignment.weight
+                    or (assignment.queue is not None and ti.queue != assignment.queue)):
                 changes.append((ti, assignment))
         pools = sorted(set(levers.pool_slots) | {a.pool for _, a in changes})
         ti = _task_instance
@@ -350,7 +353,9 @@ class GpuSchedulerMetadataHook(BaseHook):
             .where(ti.c.dag_id == bindparam("k_dag_id"), ti.c.run_id == bindparam("k_run_id"),
                    ti.c.task_id == bindparam("k_task_id"), ti.c.map_index == bindparam("k_map_index"),
                    ti.c.state == "scheduled", ti.c.pool == bindparam("k_old_pool"))
-            .values(pool=bindparam("new_pool"), priority_weight=bindparam("new_weight"))
+            # A held assignment carries no queue (None): the task instance keeps its own.
+            .values(pool=bindparam("new_pool"), priority_weight=bindparam("new_weight"),
+                    queue=func.coalesce(bindparam("new_queue"), ti.c.queue))
         )
         moved, skipped = [], []
         plan_id = None
@@ -371,6 +376,7 @@ class GpuSchedulerMetadataHook(BaseHook):
                     result = conn.execute(move, {
                         "k_dag_id": k.dag_id, "k_run_id": k.run_id, "k_task_id": k.task_id, "k_map_index": k.map_index,
                         "k_old_pool": task.pool, "new_pool": assignment.pool, "new_weight": assignment.weight,
+                        "new_queue": assignment.queue,
                     })
                     (moved if result.rowcount == 1 else skipped).append(k.job_id)
                 for pool, slots in levers.pool_slots.items():

@@ -29,7 +29,8 @@ class GpuScheduleOperator(BaseOperator):
     Each cycle collects the waiting and running GPU task instances from the metadata database,
     plans them with the core's MILP planner (Pyomo + HiGHS, greedy fallback), and applies the
     plan through Airflow's own levers in one transaction: task instances due now move from the
-    intake pool to the pool of their planned GPU type with priority weights in plan order, the
+    intake pool to the pool and the executor queue of their planned GPU type with priority
+    weights in plan order (so on the CeleryExecutor only that type's workers take them), the
     others stay held in the intake pool, and each GPU-type pool gets as many slots as the type
     has GPUs (minus the streaming reservation). Every plan is stored in the provider's tables
     (``gpu_sched_plan``, ``gpu_sched_plan_job``); the last cycle's summary is returned (XCom

@@ -55,3 +55,20 @@ def test_levers_hold_jobs_not_yet_due_and_release_ahead_by_choice():
     early = levers_for_plan(plan, cluster, jobs, [], 0.0, release_ahead_s=600)
     assert early.assignments["next"].pool == "gpu_h100"
     assert early.assignments["now"].weight > early.assignments["next"].weight
+
+
+def test_released_jobs_go_to_their_gpu_types_queue_and_held_jobs_keep_theirs():
+    from airflow_gpu_scheduler.core.levers import executor_queue, levers_for_plan
+    from airflow_gpu_scheduler.core.planner import MilpPlanner
+    from airflow_gpu_scheduler.core.workload import Cluster, Job
+
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 2, "speed": 1.0, "queue": "h100-nodes"},
+                                               "a100": {"count": 2, "speed": 1.0}}})
+    assert [executor_queue(t) for t in cluster.gpu_types] == ["h100-nodes", "gpu-a100"]
+    jobs = [Job("on_h100", 0, "training", 2, gpu_types=("h100",), estimate_s=600, priority=5),
+            Job("on_a100", 0, "training", 2, gpu_types=("a100",), estimate_s=600, priority=5),
+            Job("later", 0, "training", 2, gpu_types=("a100",), estimate_s=600, priority=1)]
+    levers = levers_for_plan(MilpPlanner().plan(cluster, jobs, [], 0.0), cluster, jobs, [], 0.0)
+    assert (levers.assignments["on_h100"].pool, levers.assignments["on_h100"].queue) == ("gpu_h100", "h100-nodes")
+    assert (levers.assignments["on_a100"].pool, levers.assignments["on_a100"].queue) == ("gpu_a100", "gpu-a100")
+    assert levers.assignments["later"].pool == INTAKE_POOL and levers.assignments["later"].queue is None

@@ -80,6 +80,8 @@ def test_streaming_jobs_get_a_default_wait_budget():
         ({"gpu_types": {"h100": {"speed": 1}}}, "count"),
         ({"gpu_types": {"h100": {"count": 4, "colour": "green"}}}, "colour"),
         ({"gpu_types": {"h 100": {"count": 4}}}, "name"),
+        ({"gpu_types": {"h100": {"count": 4, "queue": "gpu-h100,default"}}}, "queue"),
+        ({"gpu_types": {"h100": {"count": 4, "queue": ""}}}, "queue"),
     ],
 )
 def test_bad_cluster_is_named(data, field):
@@ -91,3 +93,10 @@ def test_bad_cluster_is_named(data, field):
 def test_duplicate_gpu_types_rejected():
     with pytest.raises(WorkloadError, match="duplicate"):
         Cluster((GpuType("a", 1), GpuType("a", 2)))
+
+
+def test_cluster_queue_is_optional_and_round_trips():
+    data = {"gpu_types": {"h100": {"count": 4, "speed": 1.0, "queue": "gpu-h100"}, "l4": {"count": 2, "speed": 0.4}}}
+    cluster = Cluster.from_dict(data)
+    assert [t.queue for t in cluster.gpu_types] == ["gpu-h100", None]
+    assert cluster.to_dict() == data
