@@ -36,6 +36,8 @@ from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowe
 #: A batch job that misses its deadline still runs, but only for the utilization it
 #: brings: worth this fraction of its on-time value.
 LATE_VALUE_FRACTION = 0.02
+#: HiGHS is only started if at least this much of the time limit is left after building the model.
+MIN_SOLVE_S = 0.05
 #: Completing at the end of the horizon is worth this much less than completing now.
 COMPLETION_DISCOUNT = 0.5
 
@@ -368,14 +370,21 @@ class MilpPlanner:
                 m.start[j, candidates[j].index(c)].value = 1
         build_s = time.perf_counter() - t0
 
+        size = dict(variables=len(index), constraints=len(m.JOBS) + len(cap_keys), nonzeros=nnz)
+        remaining_s = cfg.time_limit_s - build_s
+        if remaining_s < MIN_SOLVE_S:
+            # Building the model used the cycle's budget: HiGHS is not started at all, so a
+            # cycle never runs past its limit by more than the build itself.
+            return greedy, SolveReport("greedy", "time_limit", greedy_obj, greedy_obj, None, None, 0.0, build_s, 0.0,
+                                       message=f"time limit {cfg.time_limit_s:g} s used up building the model "
+                                               f"({build_s:.2f} s); greedy plan used", **size)
         opt = Highs()
-        opt.config.time_limit = max(0.1, cfg.time_limit_s - build_s)
+        opt.config.time_limit = remaining_s
         opt.config.mip_gap = cfg.mip_rel_gap
         opt.config.warmstart = True
         opt.config.load_solution = False
         opt.config.stream_solver = False
         t1 = time.perf_counter()
-        size = dict(variables=len(index), constraints=len(m.JOBS) + len(cap_keys), nonzeros=nnz)
         try:
             result = opt.solve(m)
         except Exception as error:  # noqa: BLE001 - any solver failure falls back to greedy

@@ -75,3 +75,40 @@ def test_grid_is_fine_near_now_and_coarser_later():
     points = start_grid(PlannerConfig(step_s=60, fine_points=4), 3600)
     gaps = [b - a for a, b in zip(points, points[1:])]
     assert gaps[:4] == [60, 60, 60, 60] and max(gaps) > 60 and gaps == sorted(gaps)
+
+
+# --------------------------------------------------------------------------- reliability (issue 5, point 2)
+
+
+def _busy_queue(n=120):
+    return [est(f"j{i}", 1 + i % 4, 600 + 300 * (i % 7), 1 + i % 5) for i in range(n)]
+
+
+def test_a_failing_solver_gives_the_greedy_plan_marked_as_such(monkeypatch):
+    from pyomo.contrib.appsi.solvers import Highs
+
+    def broken(self, model, *args, **kwargs):
+        raise RuntimeError("injected: HiGHS crashed")
+
+    monkeypatch.setattr(Highs, "solve", broken)
+    jobs = _busy_queue(30)
+    plan = MilpPlanner(PlannerConfig(time_limit_s=2.0)).plan(FOUR, jobs, [], 0.0)
+    assert plan.report.method == "greedy" and plan.report.status == "error"
+    assert "injected: HiGHS crashed" in plan.report.message
+    assert len(plan.starts) + len(plan.unplanned) == len(jobs) and plan.starts
+    print("faults injected: 1 (solver exception), survived: 1, jobs lost: 0")
+
+
+def test_highs_never_runs_past_the_time_limit():
+    jobs = _busy_queue()
+    for limit in (0.01, 0.3, 1.0):
+        plan = MilpPlanner(PlannerConfig(time_limit_s=limit, mip_rel_gap=0.0)).plan(FOUR, jobs, [], 0.0)
+        report = plan.report
+        # The solver gets what the model build left of the budget, never a floor above it.
+        assert report.build_s + report.solve_s <= limit + 0.25, (limit, report)
+        assert len(plan.starts) + len(plan.unplanned) == len(jobs)
+        print(f"time limit {limit}s: method {report.method}, status {report.status}, build {report.build_s:.3f}s, "
+              f"solve {report.solve_s:.3f}s, wall {report.wall_s:.3f}s")
+    tiny = MilpPlanner(PlannerConfig(time_limit_s=0.01)).plan(FOUR, jobs, [], 0.0).report
+    assert tiny.method == "greedy" and tiny.status == "time_limit" and tiny.solve_s == 0.0
+    assert "greedy plan used" in tiny.message

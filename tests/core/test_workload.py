@@ -91,3 +91,15 @@ def test_bad_cluster_is_named(data, field):
 def test_duplicate_gpu_types_rejected():
     with pytest.raises(WorkloadError, match="duplicate"):
         Cluster((GpuType("a", 1), GpuType("a", 2)))
+
+
+def test_errors_about_one_job_carry_its_id():
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}}})
+    # Ids with quotes and spaces: parsing the id back out of the message would get these wrong.
+    jobs = [Job("d/r 'x'/t/-1", 0, "training", 8, estimate_s=1), Job("ok", 0, "training", 1, estimate_s=1),
+            Job("ok", 0, "training", 1, estimate_s=1), Job("typo", 0, "training", 1, estimate_s=1, gpu_types=("h10",))]
+    _, errors = split_valid(jobs, cluster)
+    assert [(e.job_id, e.field) for e in errors] == [("d/r 'x'/t/-1", "gpus"), ("ok", "job_id"), ("typo", "gpu_types")]
+    with pytest.raises(WorkloadError) as raised:
+        Job("neg", 0, "training", -1)
+    assert raised.value.job_id == "neg" and raised.value.field == "gpus"
