@@ -118,9 +118,10 @@ def schedule_cycle(
                 "running": len(snapshot.running), "due": [], "held": 0, "rejected": {}}
 
     workload = build_workload(snapshot, cluster)
-    for job_id, reason in workload.rejected.items():
+    for job_id, detail in workload.rejection_fields.items():
         if log:
-            log.error("Cannot plan %s: %s. It stays in pool %s.", job_id, reason, INTAKE_POOL)
+            log.error("Cannot plan %s: task %s, field %r: %s. It stays held in pool %s.",
+                      job_id, detail["task"], detail["field"], detail["reason"], INTAKE_POOL)
     plan = planner.plan(cluster, workload.queued, workload.running, snapshot.now_s, workload.reserve)
     if log and plan.report.message:
         log.warning("Planner: %s (status %s)", plan.report.message, plan.report.status)
@@ -155,6 +156,7 @@ def schedule_cycle(
         "due": due,
         "held": len(levers.assignments) - len(due),
         "rejected": dict(workload.rejected),
+        "rejected_fields": dict(workload.rejection_fields),
         "pool_slots": dict(result.pool_slots),
         "moved": len(result.moved),
         "skipped": list(result.skipped),
