@@ -357,3 +357,26 @@ def test_bad_declarations_are_reported_with_task_field_reason_and_stay_held_whil
     assert len(summary["due"]) > 0 and summary["waiting"] == 2 * RUNS + len(BAD_DECLARATIONS)
     print(f"bad declarations tried {len(BAD_DECLARATIONS)}, reported {len(fields)}, held {len(fields)}, "
           f"run 0, dropped 0")
+
+
+def test_a_task_instance_dispatched_between_collect_and_apply_is_skipped_and_left_alone(hook, seed):
+    seed_workload(seed, bad=False)
+    snapshot = hook.collect_gpu_work()
+    from airflow_gpu_scheduler.core.levers import levers_for_plan
+    from airflow_gpu_scheduler.gpu_work import build_workload
+
+    work = build_workload(snapshot, CLUSTER)
+    plan = PLANNER.plan(CLUSTER, work.queued, work.running, snapshot.now_s, work.reserve)
+    levers = levers_for_plan(plan, CLUSTER, work.queued, work.running, snapshot.now_s)
+    gone = "gpu_jobs/r0/train/-1"
+    with seed.engine.begin() as conn:  # the scheduler queues it meanwhile
+        conn.execute(text("UPDATE task_instance SET state = 'queued' WHERE dag_id = 'gpu_jobs' AND run_id = 'r0' "
+                          "AND task_id = 'train'"))
+    before = seed.state()[0][("gpu_jobs", "r0", "train", -1)]
+    result = hook.apply_levers(levers, snapshot.waiting)
+    assert result.skipped == (gone,) and gone not in result.moved
+    assert len(result.moved) == len(levers.assignments) - 1 - sum(
+        1 for j, a in levers.assignments.items()
+        if j != gone and (a.pool, a.weight) == next((t.pool, t.priority_weight) for t in snapshot.waiting
+                                                    if t.key.job_id == j))
+    assert seed.state()[0][("gpu_jobs", "r0", "train", -1)] == before
