@@ -18,7 +18,8 @@ def get_provider_info() -> dict:
             }
         ],
         "operators": [
-            {"integration-name": "GPU Scheduler", "python-modules": ["airflow_gpu_scheduler.operators.schedule"]}
+            {"integration-name": "GPU Scheduler", "python-modules": ["airflow_gpu_scheduler.operators.schedule",
+                                                                 "airflow_gpu_scheduler.operators.fail_open"]}
         ],
         "hooks": [
             {"integration-name": "GPU Scheduler", "python-modules": ["airflow_gpu_scheduler.hooks.metadata"]}

@@ -25,6 +25,8 @@ class GpuWorkload:
     :param queued: waiting jobs that can be planned, estimates filled in.
     :param running: jobs holding GPUs now.
     :param rejected: ``{job_id: reason}`` for waiting task instances that can never be planned.
+    :param rejection_fields: ``{job_id: {"task", "field", "reason"}}``, the same rejections
+        broken down for the XCom summary and the UI.
     :param estimate_sources: ``{job_id: "declared" | "group history" | "kind history" | "default"}``.
     :param reserve: GPUs per type to keep for real-time inference.
     :param task_instances: every waiting task instance by job id.
@@ -36,14 +38,22 @@ class GpuWorkload:
     estimate_sources: dict[str, str]
     reserve: dict[str, int]
     task_instances: dict[str, GpuTaskInstance] = field(default_factory=dict)
+    rejection_fields: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _declaration(ti: GpuTaskInstance) -> GpuDeclaration:
     subject = f"task {ti.key.dag_id}.{ti.key.task_id} (run {ti.key.run_id}, map_index {ti.key.map_index})"
     if ti.declaration is None:
         raise WorkloadError(subject, "executor_config.gpu_scheduler",
-                            "task is in a GPU pool but declares no GPU work; declare it with gpu_task(...)")
-    return parse_declaration(ti.declaration, subject)
+                            "task is in a GPU pool but declares no GPU work; declare it with gpu_task(...)", ti.key.job_id)
+    try:
+        return parse_declaration(ti.declaration, subject)
+    except WorkloadError as error:
+        error.job_id = ti.key.job_id
+        raise
+    except Exception as error:  # a declaration nobody foresaw must not stop the cycle
+        raise WorkloadError(subject, "executor_config.gpu_scheduler",
+                            f"unreadable declaration ({type(error).__name__}: {error})", ti.key.job_id) from error
 
 
 def _job(ti: GpuTaskInstance, declaration: GpuDeclaration, submit_s: float) -> Job:
@@ -85,6 +95,13 @@ def build_workload(snapshot: GpuWorkSnapshot, cluster: Cluster) -> GpuWorkload:
     estimator = learn_estimates(snapshot, cluster)
     now_s = snapshot.now_s
     rejected: dict[str, str] = {}
+    fields: dict[str, dict[str, str]] = {}
+    tasks = {ti.key.job_id: f"{ti.key.dag_id}.{ti.key.task_id}" for ti in snapshot.waiting}
+
+    def reject(job_id: str, error: WorkloadError) -> None:
+        rejected[job_id] = str(error)
+        fields[job_id] = {"task": tasks.get(job_id, job_id), "field": error.field, "reason": error.reason}
+
     candidates: list[Job] = []
     for ti in snapshot.waiting:
         try:
@@ -92,14 +109,13 @@ def build_workload(snapshot: GpuWorkSnapshot, cluster: Cluster) -> GpuWorkload:
             if ti.pool_slots != declaration.gpus:
                 raise WorkloadError(f"job {ti.key.job_id!r}", "pool_slots",
                                     f"is {ti.pool_slots} but the task declares {declaration.gpus} GPUs; "
-                                    "set pool_slots through gpu_task() only")
+                                    "set pool_slots through gpu_task() only", ti.key.job_id)
             candidates.append(_job(ti, declaration, min(ti.ready_s or now_s, now_s)))
         except WorkloadError as error:
-            rejected[ti.key.job_id] = str(error)
+            reject(ti.key.job_id, error)
     valid, errors = split_valid(candidates, cluster)
     for error in errors:
-        job_id = error.subject.removeprefix("job ").strip("'")
-        rejected[job_id] = str(error)
+        reject(error.job_id or error.subject, error)
 
     sources: dict[str, str] = {}
     queued: list[Job] = []
@@ -131,4 +147,5 @@ def build_workload(snapshot: GpuWorkSnapshot, cluster: Cluster) -> GpuWorkload:
         if ti.pool.endswith("_streaming") and gpu_type in cluster.names and ti.start_s is not None:
             intervals.append(StreamingInterval(gpu_type, ti.pool_slots, ti.start_s, ti.end_s))
     reserve = streaming_reserve(cluster, intervals, now_s)
-    return GpuWorkload(queued, running, rejected, sources, reserve, {ti.key.job_id: ti for ti in snapshot.waiting})
+    return GpuWorkload(queued, running, rejected, sources, reserve, {ti.key.job_id: ti for ti in snapshot.waiting},
+                       fields)

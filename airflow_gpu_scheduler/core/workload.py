@@ -18,12 +18,20 @@ DEFAULT_STREAMING_MAX_WAIT_S = 120.0
 
 
 class WorkloadError(ValueError):
-    """A job, GPU type or cluster is invalid; names what and why."""
+    """A job, GPU type or cluster is invalid; names what and why.
 
-    def __init__(self, subject: str, field_name: str, reason: str) -> None:
+    :param subject: what is invalid, in words (``job 'a'``, ``task d.t (run r, map_index -1)``).
+    :param field_name: the offending field.
+    :param reason: why it is invalid.
+    :param job_id: the id of the job concerned, when the error is about one job (so callers
+        never have to parse it back out of ``subject``).
+    """
+
+    def __init__(self, subject: str, field_name: str, reason: str, job_id: str | None = None) -> None:
         self.subject = subject
         self.field = field_name
         self.reason = reason
+        self.job_id = job_id
         super().__init__(f"{subject}: field '{field_name}': {reason}")
 
 
@@ -161,6 +169,13 @@ class Job:
     def __post_init__(self) -> None:
         if not isinstance(self.job_id, str) or not self.job_id:
             raise WorkloadError("job", "job_id", f"must be a non-empty string, got {self.job_id!r}")
+        try:
+            self._validate()
+        except WorkloadError as error:
+            error.job_id = error.job_id or self.job_id
+            raise
+
+    def _validate(self) -> None:
         subject = f"job {self.job_id!r}"
         object.__setattr__(self, "kind", JobKind.parse(self.kind, subject))
         _number(self.submit_s, subject, "submit_s", allow_zero=True, positive=False)
@@ -219,12 +234,14 @@ def validate_job(job: Job, cluster: Cluster) -> None:
     subject = f"job {job.job_id!r}"
     unknown = [name for name in job.gpu_types if name not in cluster.names]
     if unknown:
-        raise WorkloadError(subject, "gpu_types", f"unknown GPU type(s) {unknown}; cluster has {list(cluster.names)}")
+        raise WorkloadError(subject, "gpu_types", f"unknown GPU type(s) {unknown}; cluster has {list(cluster.names)}",
+                            job.job_id)
     types = allowed_types(job, cluster)
     largest = max(t.count for t in types)
     if job.gpus > largest:
         names = "|".join(t.name for t in types)
-        raise WorkloadError(subject, "gpus", f"needs {job.gpus} GPUs but no allowed GPU type ({names}) has more than {largest}")
+        raise WorkloadError(subject, "gpus", f"needs {job.gpus} GPUs but no allowed GPU type ({names}) has more than {largest}",
+                            job.job_id)
 
 
 def split_valid(jobs: Iterable[Job], cluster: Cluster) -> tuple[list[Job], list[WorkloadError]]:
@@ -235,7 +252,7 @@ def split_valid(jobs: Iterable[Job], cluster: Cluster) -> tuple[list[Job], list[
     for job in jobs:
         try:
             if job.job_id in seen:
-                raise WorkloadError(f"job {job.job_id!r}", "job_id", "duplicate job id")
+                raise WorkloadError(f"job {job.job_id!r}", "job_id", "duplicate job id", job.job_id)
             validate_job(job, cluster)
         except WorkloadError as error:
             errors.append(error)

@@ -12,25 +12,35 @@ changes on every retry or clear.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import time
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from airflow.sdk import BaseHook
-from sqlalchemy import Column, MetaData, Table, and_, bindparam, create_engine, func, insert, or_, select, update
+from sqlalchemy import Column, MetaData, Table, and_, create_engine, func, insert, or_, select, tuple_, update
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from airflow_gpu_scheduler.core.levers import INTAKE_POOL, POOL_PREFIX, Levers
-from airflow_gpu_scheduler.declare import declarations_from_serialized_dag
+from airflow_gpu_scheduler.core.levers import INTAKE_POOL, POOL_PREFIX, Assignment, Levers
+from airflow_gpu_scheduler.declare import declarations_from_serialized_dag, default_weights_from_serialized_dag
 from airflow_gpu_scheduler.models import plan_job_table, plan_table
 
 #: How far back finished GPU task instances are read for estimates and the streaming reservation.
 HISTORY_ROWS = 2000
+#: Key of the PostgreSQL advisory lock that lets one planning cycle run at a time ("GPUSCHED").
+PLANNING_LOCK_KEY = 0x4750555343484544
+#: Plan method recorded when held work was handed back to Airflow's own order.
+FAIL_OPEN_METHOD = "fail_open"
+#: States in which a task instance has not been handed to an executor yet, so its pool and
+#: weight still matter (``None``: upstream not done yet).
+RELEASABLE_STATES = ("scheduled", "up_for_retry", "up_for_reschedule")
 
 # Only the columns the scheduler reads or writes. Timestamps are left untyped and parsed
 # in Python: SQLite returns them as text, PostgreSQL as aware datetimes.
@@ -109,6 +119,7 @@ class GpuTaskInstance:
     duration_s: float | None
     declaration: Any = None
     queue: str | None = None
+    default_weight: int | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +153,26 @@ class ApplyResult:
     plan_id: int | None = None
 
 
+@dataclass(frozen=True)
+class FailOpenState:
+    """What the fail-open watchdog reads: held and released work, busy GPUs, the planner's last sign of life.
+
+    :param held: not-yet-dispatched task instances in the intake pool.
+    :param released: ``scheduled`` task instances in ``gpu_*`` pools.
+    :param busy_slots: slots taken per ``gpu_*`` pool by queued or running task instances.
+    :param last_plan_s: when the planner last applied a plan (``None``: never).
+    :param last_release_s: when work was last released without a plan (``None``: never).
+    """
+
+    now_s: float
+    held: tuple[GpuTaskInstance, ...]
+    released: tuple[GpuTaskInstance, ...]
+    busy_slots: Mapping[str, int]
+    pool_slots: Mapping[str, int]
+    last_plan_s: float | None
+    last_release_s: float | None
+
+
 class GpuSchedulerMetadataHook(BaseHook):
     """
     Reads GPU work from, and writes plan levers to, Airflow's metadata database.
@@ -167,6 +198,7 @@ class GpuSchedulerMetadataHook(BaseHook):
         self.engine_kwargs = engine_kwargs or {}
         self._engine: Engine | None = None
         self._declarations: dict[Any, dict[str, Any]] = {}
+        self._default_weights: dict[Any, dict[str, int]] = {}
 
     # ------------------------------------------------------------------ connection
 
@@ -292,6 +324,7 @@ class GpuSchedulerMetadataHook(BaseHook):
             start_s=to_epoch(row["start_date"]) or to_epoch(row["queued_dttm"]),
             end_s=to_epoch(row["end_date"]), duration_s=float(duration) if duration is not None else None,
             declaration=declaration, queue=row["queue"],
+            default_weight=self._default_weights.get(row["dag_version_id"], {}).get(row["task_id"]),
         )
 
     def _load_declarations(self, conn, versions: Iterable[Any]) -> None:
@@ -306,9 +339,11 @@ class GpuSchedulerMetadataHook(BaseHook):
                 data = json.loads(data)
             try:
                 self._declarations[version] = declarations_from_serialized_dag(data or {})
+                self._default_weights[version] = default_weights_from_serialized_dag(data or {})
             except (AttributeError, TypeError, KeyError) as error:
                 self.log.warning("Could not read declarations of DAG version %s: %s", version, error)
                 self._declarations[version] = {}
+                self._default_weights[version] = {}
 
     # ------------------------------------------------------------------ apply
 
@@ -347,17 +382,8 @@ class GpuSchedulerMetadataHook(BaseHook):
                     or (assignment.queue is not None and ti.queue != assignment.queue)):
                 changes.append((ti, assignment))
         pools = sorted(set(levers.pool_slots) | {a.pool for _, a in changes})
-        ti = _task_instance
-        move = (
-            update(ti)
-            .where(ti.c.dag_id == bindparam("k_dag_id"), ti.c.run_id == bindparam("k_run_id"),
-                   ti.c.task_id == bindparam("k_task_id"), ti.c.map_index == bindparam("k_map_index"),
-                   ti.c.state == "scheduled", ti.c.pool == bindparam("k_old_pool"))
-            # A held assignment carries no queue (None): the task instance keeps its own.
-            .values(pool=bindparam("new_pool"), priority_weight=bindparam("new_weight"),
-                    queue=func.coalesce(bindparam("new_queue"), ti.c.queue))
-        )
-        moved, skipped = [], []
+        moved: list[str] = []
+        skipped: list[str] = []
         plan_id = None
         try:
             with self.get_engine().begin() as conn:
@@ -371,14 +397,7 @@ class GpuSchedulerMetadataHook(BaseHook):
                         ))
                 if pools:
                     conn.execute(update(_slot_pool).where(_slot_pool.c.pool.in_(pools)).values(slots=0))
-                for task, assignment in changes:
-                    k = task.key
-                    result = conn.execute(move, {
-                        "k_dag_id": k.dag_id, "k_run_id": k.run_id, "k_task_id": k.task_id, "k_map_index": k.map_index,
-                        "k_old_pool": task.pool, "new_pool": assignment.pool, "new_weight": assignment.weight,
-                        "new_queue": assignment.queue,
-                    })
-                    (moved if result.rowcount == 1 else skipped).append(k.job_id)
+                moved, skipped = _move_task_instances(conn, changes, _task_instance.c.state == "scheduled")
                 for pool, slots in levers.pool_slots.items():
                     conn.execute(update(_slot_pool).where(_slot_pool.c.pool == pool).values(slots=int(slots)))
                 # Pools that were closed above but get no new value keep their old slots.
@@ -395,6 +414,153 @@ class GpuSchedulerMetadataHook(BaseHook):
                 f"{type(error).__name__}: {error}"
             ) from error
         return ApplyResult(dict(levers.pool_slots), tuple(moved), tuple(skipped), plan_id)
+
+    # ------------------------------------------------------------------ one planner at a time
+
+    @contextmanager
+    def planning_lock(self) -> Iterator[bool]:
+        """Hold the planners' lock for one cycle; yields ``False`` at once if another run holds it.
+
+        Two runs (a manual trigger during a scheduled one, or the fail-open watchdog) must not
+        interleave collect-plan-apply: the later would apply a plan made from a stale snapshot.
+        PostgreSQL: a session advisory lock (``pg_try_advisory_lock``) on a connection of its
+        own, closed afterwards, so the lock dies with the connection even if unlocking fails or
+        the process is killed. MySQL: ``GET_LOCK(name, 0)``. SQLite (one host by nature): an
+        exclusive ``flock`` on a file beside the database, released by the kernel when the
+        process dies. Never waits: the loser skips its cycle.
+        """
+        engine = self.get_engine()
+        backend = engine.dialect.name
+        if backend in ("postgresql", "mysql"):
+            conn = engine.connect()
+            try:
+                if backend == "postgresql":
+                    got = bool(conn.execute(select(func.pg_try_advisory_lock(PLANNING_LOCK_KEY))).scalar())
+                else:
+                    got = conn.execute(select(func.get_lock("airflow_gpu_scheduler", 0))).scalar() == 1
+                conn.commit()  # a session lock outlives the transaction; do not sit idle in one
+                yield got
+            finally:
+                conn.invalidate()  # closes the DB connection: the session lock goes with it
+                conn.close()
+            return
+        database = engine.url.database
+        if backend != "sqlite" or not database or database == ":memory:":
+            yield True
+            return
+        fd = os.open(f"{database}.gpu-scheduler.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------------ fail-open
+
+    def collect_fail_open_state(self, now_s: float | None = None) -> FailOpenState:
+        """What the fail-open watchdog needs, in one read transaction.
+
+        Held: task instances in the intake pool not yet handed to an executor (state ``None``,
+        ``scheduled``, up for retry or reschedule). Released: ``scheduled`` ones in ``gpu_*``
+        pools (they carry plan weights). Busy: GPUs taken per pool by ``queued``/``running``
+        task instances. And when the planner last applied a plan, and when work was last
+        released without one.
+        """
+        now_s = time.time() if now_s is None else now_s
+        ti, dr = _task_instance, _dag_run
+        not_dispatched = or_(ti.c.state.is_(None), ti.c.state.in_(RELEASABLE_STATES))
+        waiting = (
+            select(ti)
+            .join(dr, and_(dr.c.dag_id == ti.c.dag_id, dr.c.run_id == ti.c.run_id))
+            .where(dr.c.state.in_(("queued", "running")))
+            .where(or_(and_(ti.c.pool == INTAKE_POOL, not_dispatched),
+                       and_(ti.c.pool.startswith(POOL_PREFIX, autoescape=True), ti.c.state == "scheduled")))
+        )
+        busy = (
+            select(ti.c.pool, func.sum(ti.c.pool_slots))
+            .where(ti.c.pool.startswith(POOL_PREFIX, autoescape=True), ti.c.state.in_(("queued", "running")))
+            .group_by(ti.c.pool)
+        )
+        last = select(func.max(plan_table.c.created_s))
+        try:
+            with self.get_engine().connect() as conn:
+                rows = conn.execute(waiting).mappings().all()
+                versions = {r["dag_version_id"] for r in rows if r["dag_version_id"]}
+                self._load_declarations(conn, versions - set(self._declarations))
+                busy_slots = {pool: int(n or 0) for pool, n in conn.execute(busy).all()}
+                last_plan = conn.execute(last.where(plan_table.c.method != FAIL_OPEN_METHOD)).scalar()
+                last_release = conn.execute(last.where(plan_table.c.method == FAIL_OPEN_METHOD)).scalar()
+                slots = dict(conn.execute(select(_slot_pool.c.pool, _slot_pool.c.slots)).all())
+        except SQLAlchemyError as error:
+            raise GpuSchedulerMetadataError(f"reading held GPU work failed: {type(error).__name__}: {error}") from error
+        held, released = [], []
+        for row in rows:
+            item = self._task_instance(row, to_epoch(row["scheduled_dttm"]))
+            (held if row["pool"] == INTAKE_POOL else released).append(item)
+        return FailOpenState(now_s, tuple(held), tuple(released), busy_slots, slots,
+                             float(last_plan) if last_plan is not None else None,
+                             float(last_release) if last_release is not None else None)
+
+    def release_held(
+        self,
+        moves: Mapping[str, Assignment],
+        task_instances: Sequence[GpuTaskInstance],
+        pool_slots: Mapping[str, int],
+        record: tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]] | None = None,
+    ) -> ApplyResult:
+        """Fail-open: write pools and weights for held work in ONE transaction, like :meth:`apply_levers`,
+        but for task instances in any not-yet-dispatched state (``None`` included), so work whose
+        upstream is still running is not caught in the intake pool later.
+
+        Only ``gpu_*`` pools are written; a task instance is moved only if it is still in the
+        pool it was read in and still not dispatched.
+        """
+        bad = sorted({p for p in pool_slots if not is_gpu_pool(p)} | {a.pool for a in moves.values()
+                                                                       if not is_gpu_pool(a.pool)})
+        if bad:
+            raise ValueError(f"refusing to write pools outside the GPU pools: {bad}")
+        by_job = {t.key.job_id: t for t in task_instances}
+        changes = []
+        for job_id, assignment in moves.items():
+            task = by_job.get(job_id)
+            if task is not None and is_gpu_pool(task.pool) and (task.pool, task.priority_weight) != (
+                    assignment.pool, assignment.weight):
+                changes.append((task, assignment))
+        pools = sorted(set(pool_slots) | {a.pool for a in moves.values()})
+        not_dispatched = or_(_task_instance.c.state.is_(None), _task_instance.c.state.in_(RELEASABLE_STATES))
+        moved: list[str] = []
+        skipped: list[str] = []
+        plan_id = None
+        try:
+            with self.get_engine().begin() as conn:
+                existing = dict(conn.execute(select(_slot_pool.c.pool, _slot_pool.c.slots)
+                                             .where(_slot_pool.c.pool.in_(pools))).all())
+                for pool in pools:
+                    if pool not in existing:
+                        conn.execute(insert(_slot_pool).values(
+                            pool=pool, slots=0, include_deferred=False,
+                            description="Managed by airflow-gpu-scheduler: slots are rewritten every planning cycle.",
+                        ))
+                if pools:
+                    conn.execute(update(_slot_pool).where(_slot_pool.c.pool.in_(pools)).values(slots=0))
+                moved, skipped = _move_task_instances(conn, changes, not_dispatched)
+                for pool in pools:
+                    slots = pool_slots.get(pool, existing.get(pool, 0))
+                    conn.execute(update(_slot_pool).where(_slot_pool.c.pool == pool).values(slots=int(slots)))
+                if record is not None:
+                    plan_id = self._insert_plan(conn, *record)
+        except SQLAlchemyError as error:
+            raise GpuSchedulerMetadataError(
+                f"releasing held work failed and was rolled back, nothing was changed: {type(error).__name__}: {error}"
+            ) from error
+        return ApplyResult(dict(pool_slots), tuple(moved), tuple(skipped), plan_id)
 
     # ------------------------------------------------------------------ plans
 
@@ -510,3 +676,47 @@ class GpuSchedulerMetadataHook(BaseHook):
                     continue
                 out.append({"pool": row["pool"], "gpus": int(row["pool_slots"] or 1), "start_s": start, "end_s": end})
         return out
+
+
+#: Task instances moved by one UPDATE (keys in one ``IN`` list; well within every driver's limits).
+MOVE_BATCH = 500
+
+
+def _move_task_instances(conn, changes: Sequence[tuple[GpuTaskInstance, Assignment]], still_waiting) -> tuple[
+        list[str], list[str]]:
+    """Write pool, weight and executor queue of many task instances with few statements; returns (moved, skipped) job ids.
+
+    Task instances that get the same values from the same pool share an UPDATE keyed on
+    ``(dag_id, run_id, task_id, map_index) IN (...)``, guarded by "still in the pool it was read
+    in" and ``still_waiting``; RETURNING tells which rows were written, so one dispatched
+    meanwhile is reported as skipped. 5,000 held task instances take a handful of statements
+    instead of 5,000 round trips while the pool rows are locked. Without RETURNING (MySQL)
+    each task instance gets its own statement.
+    """
+    ti = _task_instance
+    groups: dict[tuple[str, str, int, str | None], list[TaskInstanceKey]] = {}
+    for task, assignment in changes:
+        groups.setdefault((task.pool, assignment.pool, assignment.weight, assignment.queue), []).append(task.key)
+    returning = conn.dialect.update_returning
+    moved: list[str] = []
+    skipped: list[str] = []
+    for (old_pool, new_pool, weight, queue), keys in groups.items():
+        # A held assignment carries no queue (None): the task instance keeps its own.
+        values = {"pool": new_pool, "priority_weight": weight} | ({"queue": queue} if queue is not None else {})
+        for start in range(0, len(keys), MOVE_BATCH if returning else 1):
+            batch = keys[start:start + (MOVE_BATCH if returning else 1)]
+            statement = (
+                update(ti)
+                .where(tuple_(ti.c.dag_id, ti.c.run_id, ti.c.task_id, ti.c.map_index).in_(
+                    [(k.dag_id, k.run_id, k.task_id, k.map_index) for k in batch]))
+                .where(ti.c.pool == old_pool, still_waiting)
+                .values(**values)
+            )
+            if returning:
+                rows = conn.execute(statement.returning(ti.c.dag_id, ti.c.run_id, ti.c.task_id, ti.c.map_index)).all()
+                written = {TaskInstanceKey(d, r, t, int(m)) for d, r, t, m in rows}
+            else:
+                written = set(batch) if conn.execute(statement).rowcount == 1 else set()
+            for key in batch:
+                (moved if key in written else skipped).append(key.job_id)
+    return moved, skipped

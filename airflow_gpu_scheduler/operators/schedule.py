@@ -91,16 +91,32 @@ class GpuScheduleOperator(BaseOperator):
             raise ValueError(f"repeat_for_s must be >= 0, got {self.repeat_for_s!r}")
         stop_at = time.monotonic() + repeat_for_s
         cycles = 0
+        summary: dict[str, Any] = {}
         try:
             while True:
-                summary = schedule_cycle(hook, planner, cluster, origin, log=self.log)
-                cycles += 1
+                # One planner at a time: a cycle that finds the lock taken is skipped, and a run
+                # that cannot take it at all (another run is planning) ends cleanly at once.
+                with hook.planning_lock() as mine:
+                    if mine:
+                        summary = schedule_cycle(hook, planner, cluster, origin, log=self.log)
+                        cycles += 1
+                    elif not cycles:
+                        self.log.warning("Another planning run holds the planner lock; this run exits without "
+                                         "planning (that run keeps planning, nothing is wrong).")
+                        return {**locked_out_summary(), "cycles": 0}
+                    else:
+                        self.log.info("Planner lock busy (the fail-open watchdog or another run); cycle skipped.")
                 if time.monotonic() + self.repeat_every_s > stop_at:
                     break
                 time.sleep(self.repeat_every_s)
         finally:
             hook.close()
         return {**summary, "cycles": cycles}
+
+
+def locked_out_summary() -> dict[str, Any]:
+    """XCom of a run that did not plan because another run held the planner lock."""
+    return {"plan_id": None, "noop": True, "locked_out": True, "waiting": None, "due": [], "held": 0, "rejected": {}}
 
 
 def schedule_cycle(
@@ -120,9 +136,10 @@ def schedule_cycle(
                 "running": len(snapshot.running), "due": [], "held": 0, "rejected": {}}
 
     workload = build_workload(snapshot, cluster)
-    for job_id, reason in workload.rejected.items():
+    for job_id, detail in workload.rejection_fields.items():
         if log:
-            log.error("Cannot plan %s: %s. It stays in pool %s.", job_id, reason, INTAKE_POOL)
+            log.error("Cannot plan %s: task %s, field %r: %s. It stays held in pool %s.",
+                      job_id, detail["task"], detail["field"], detail["reason"], INTAKE_POOL)
     plan = planner.plan(cluster, workload.queued, workload.running, snapshot.now_s, workload.reserve)
     if log and plan.report.message:
         log.warning("Planner: %s (status %s)", plan.report.message, plan.report.status)
@@ -157,6 +174,7 @@ def schedule_cycle(
         "due": due,
         "held": len(levers.assignments) - len(due),
         "rejected": dict(workload.rejected),
+        "rejected_fields": dict(workload.rejection_fields),
         "pool_slots": dict(result.pool_slots),
         "moved": len(result.moved),
         "skipped": list(result.skipped),

@@ -15,7 +15,7 @@ os.environ["AIRFLOW_HOME"] = str(HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import DDL, create_engine
 from sqlalchemy.engine import URL
 
 PG_ADMIN = URL.create("postgresql+psycopg2", username="postgres", host="127.0.0.1", port=5432, database="postgres")
@@ -44,12 +44,13 @@ class PostgresDatabase:
 
     def __enter__(self) -> PostgresDatabase:  # noqa: PYI034
         with self._admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{self.name}"'))
+            # DDL cannot take a bound parameter: quote the (generated) identifier with the dialect's rules.
+            conn.execute(DDL(f"CREATE DATABASE {conn.dialect.identifier_preparer.quote(self.name)}"))
         return self
 
     def __exit__(self, *exc: object) -> None:
         with self._admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
+            conn.execute(DDL(f"DROP DATABASE IF EXISTS {conn.dialect.identifier_preparer.quote(self.name)} WITH (FORCE)"))
         self._admin.dispose()
 
 

@@ -44,7 +44,8 @@ def airflow(request, tmp_path_factory):
         stack.callback(instance.stop)
         instance.start()
         instance.wait_for_dags(["fifo_quant", "fifo_train", "plan_quant", "plan_train", "plan_scheduler",
-                                "cpu_only", "plan_impossible", "plan_mapped"])
+                                "cpu_only", "plan_impossible", "plan_mapped", "plan_broken_scheduler",
+                                "plan_watchdog"])
         instance.engine = create_engine(url)
         stack.callback(instance.engine.dispose)
         yield instance
@@ -345,3 +346,43 @@ def test_mapped_gpu_tasks_are_planned_per_map_index(airflow):
         run_scheduler(airflow, f"mapped_{cycle}")
     assert airflow.wait_for_runs([run])[run] == "success"
     assert {r["pool"] for r in task_instances(airflow, ["plan_mapped"])} == {"gpu_h100"}
+
+
+def test_a_crashing_planner_fails_open_and_gpu_work_keeps_flowing(airflow):
+    """Last: it releases everything still held. The planning task crashes on every run; the
+    watchdog DAG alone keeps GPU work flowing, and the planner takes over once it plans again."""
+    wait_for_no_planning_run(airflow)
+    run = ("plan_quant", airflow.trigger("plan_quant", "planner_down"))
+    wait_until(lambda: task_instance(airflow, *run)["state"] == "scheduled", 60, "task to be scheduled")
+    crash = ("plan_broken_scheduler", airflow.trigger("plan_broken_scheduler", "crash_1"))
+    assert airflow.wait_for_runs([crash])[crash] == "failed"
+    assert task_instance(airflow, *run)["pool"] == "gpu_intake", "held: nothing released it yet"
+
+    released = None
+    for attempt in range(8):  # fail_open_after_s is 8 s: the first checks may find the planner "alive"
+        time.sleep(3)
+        check = ("plan_watchdog", airflow.trigger("plan_watchdog", f"watch_{attempt}"))
+        assert airflow.wait_for_runs([check])[check] == "success", "the watchdog must never fail"
+        summary = xcom(airflow, *check, "fail_open")
+        if summary["action"] == "released":
+            released = summary
+            break
+    assert released and released["released"] >= 1, "the watchdog never failed open"
+    assert airflow.wait_for_runs([run])[run] == "success", "held GPU work must run while the planner is down"
+    assert task_instance(airflow, *run)["pool"] == "gpu_h100"
+    all_plans, jobs = plans(airflow)
+    assert all_plans[-1]["method"] == "fail_open" and all_plans[-1]["status"] == "planner_down"
+    assert any(j["job_id"] == "plan_quant/planner_down/quantize/-1" and j["decision"] == "released" for j in jobs)
+
+    # The planner is back: new work is planned (and held or released by plan) again.
+    back = [("plan_quant", airflow.trigger("plan_quant", f"back_{i}")) for i in range(2)]
+    for r in back:
+        wait_until(lambda r=r: task_instance(airflow, *r)["state"] in ("scheduled", "success"), 60, f"{r} scheduled")
+    summary = run_scheduler(airflow, "back")
+    assert summary["method"] in ("milp", "greedy")
+    check = ("plan_watchdog", airflow.trigger("plan_watchdog", "watch_after"))
+    assert airflow.wait_for_runs([check])[check] == "success"
+    assert xcom(airflow, *check, "fail_open")["action"] == "alive"
+    assert set(airflow.wait_for_runs(back).values()) == {"success"}
+    print(f"e2e fail-open: planner crashes 1, watchdog checks {attempt + 1}, released {released['released']}, "
+          "jobs lost 0")

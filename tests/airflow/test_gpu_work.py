@@ -68,3 +68,14 @@ def test_running_gpu_work_holds_capacity_and_streaming_history_reserves_gpus():
     by_id = {r.job.job_id: r for r in work.running}
     assert by_id["d/r1/serve/-1"].gpu_type == "h100" and by_id["d/r1/undeclared/-1"].job.gpus == 2
     assert work.reserve["h100"] >= 1 and work.reserve["a100"] == 0
+
+
+def test_each_rejection_names_task_field_and_reason_and_never_crashes_the_cycle():
+    odd = ti("odd", {"kind": "training", "gpus": 1, "gpu_types": [["h100"]]})  # a list inside the list
+    bad = [odd, ti("typo", {"kind": "training", "gpus": 1, "gpu_types": ["h200"]}), ti("big", {"kind": "training",
+                                                                                             "gpus": 16})]
+    work = build_workload(snapshot(bad), CLUSTER)
+    assert work.queued == []
+    assert {j: (f["task"], f["field"]) for j, f in work.rejection_fields.items()} == {
+        "d/r1/odd/-1": ("d.odd", "gpu_types"), "d/r1/typo/-1": ("d.typo", "gpu_types"), "d/r1/big/-1": ("d.big", "gpus")}
+    assert all(f["reason"] for f in work.rejection_fields.values())

@@ -33,6 +33,8 @@ def test_shipped_dags_import_without_errors():
     assert {"gpu_scheduler", "example_gpu_training", "example_gpu_realtime_inference",
             "example_gpu_batch_inference", "example_gpu_quantization"} <= set(bag.dag_ids)
     assert bag.dags["gpu_scheduler"].max_active_runs == 1
+    # The fail-open watchdog is its own DAG: a crashing or paused planning DAG cannot stop it.
+    assert [t.task_type for t in bag.dags["gpu_scheduler_watchdog"].tasks] == ["GpuFailOpenOperator"]
 
 
 @pytest.mark.airflow

@@ -75,3 +75,62 @@ def test_grid_is_fine_near_now_and_coarser_later():
     points = start_grid(PlannerConfig(step_s=60, fine_points=4), 3600)
     gaps = [b - a for a, b in zip(points, points[1:])]
     assert gaps[:4] == [60, 60, 60, 60] and max(gaps) > 60 and gaps == sorted(gaps)
+
+
+# --------------------------------------------------------------------------- reliability (issue 5, point 2)
+
+
+def _busy_queue(n=120):
+    return [est(f"j{i}", 1 + i % 4, 600 + 300 * (i % 7), 1 + i % 5) for i in range(n)]
+
+
+def test_a_failing_solver_gives_the_greedy_plan_marked_as_such(monkeypatch):
+    from pyomo.contrib.appsi.solvers import Highs
+
+    def broken(self, model, *args, **kwargs):
+        raise RuntimeError("injected: HiGHS crashed")
+
+    monkeypatch.setattr(Highs, "solve", broken)
+    jobs = _busy_queue(30)
+    plan = MilpPlanner(PlannerConfig(time_limit_s=2.0)).plan(FOUR, jobs, [], 0.0)
+    assert plan.report.method == "greedy" and plan.report.status == "error"
+    assert "injected: HiGHS crashed" in plan.report.message
+    assert len(plan.starts) + len(plan.unplanned) == len(jobs) and plan.starts
+    print("faults injected: 1 (solver exception), survived: 1, jobs lost: 0")
+
+
+def test_highs_is_never_given_more_than_what_is_left_of_the_cycle_budget(monkeypatch):
+    # Checked on what HiGHS is told, not on wall-clock time (which a loaded machine stretches):
+    # every solve's time limit ends by the cycle's deadline (up to MIN_SOLVE_S), and with
+    # no budget left after building, HiGHS is not started at all.
+    import time
+
+    from pyomo.contrib.appsi.solvers import Highs
+
+    from airflow_gpu_scheduler.core.planner import MIN_SOLVE_S
+
+    calls = []
+    original = Highs.solve
+
+    def spy(self, model, *args, **kwargs):
+        calls.append((time.perf_counter(), self.config.time_limit))
+        return original(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(Highs, "solve", spy)
+    jobs = _busy_queue()
+    for limit in (0.3, 1.0, 3.0):
+        calls.clear()
+        began = time.perf_counter()
+        plan = MilpPlanner(PlannerConfig(time_limit_s=limit, mip_rel_gap=0.0, max_milp_vars=800)).plan(FOUR, jobs,
+                                                                                                     [], 0.0)
+        assert len(plan.starts) + len(plan.unplanned) == len(jobs)
+        for at, given in calls:
+            assert at + given <= began + limit + MIN_SOLVE_S + 1e-6, (limit, at - began, given)
+        report = plan.report
+        print(f"time limit {limit}s: method {report.method}, status {report.status}, {len(calls)} solve(s), "
+              f"build {report.build_s:.3f}s, solve {report.solve_s:.3f}s, wall {report.wall_s:.3f}s")
+    calls.clear()
+    tiny = MilpPlanner(PlannerConfig(time_limit_s=0.01)).plan(FOUR, jobs, [], 0.0).report
+    assert calls == []
+    assert tiny.method == "greedy" and tiny.status == "time_limit" and tiny.solve_s == 0.0
+    assert "greedy plan used" in tiny.message

@@ -1,7 +1,7 @@
 """Property-based tests: random workloads never crash the core, and every plan and
 schedule respects capacity and accounts for every job."""
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
@@ -73,3 +73,68 @@ def test_bad_values_raise_workload_error_not_crashes(value):
         assert error.field == "gpus"
     else:
         assert isinstance(value, int) and value > 0
+
+
+# --------------------------------------------------------------------------- random workload files (issue 5)
+
+import io  # noqa: E402
+
+from airflow_gpu_scheduler.core.workload_files import REQUIRED_COLUMNS, WorkloadFileError, read_jobs  # noqa: E402
+
+JUNK = st.one_of(
+    st.sampled_from(["", "0", "-1", "1.5", "nan", "inf", "1e9", "abc", "tpu", "x|", " 3 ", "h100|h100", "2.0"]),
+    st.text(alphabet="0123456789.-e|ahx ", max_size=6),
+)
+GOOD = {
+    "job_id": st.integers(0, 12).map(lambda i: f"j{i}"),
+    "submit_s": st.integers(0, 3600).map(str),
+    "kind": st.sampled_from([k.value for k in JobKind]),
+    "gpus": st.integers(1, 10).map(str),
+    "duration_s": st.integers(30, 3 * 3600).map(str),
+    "estimate_s": st.sampled_from(["", "60", "600", "3600"]),
+    "priority": st.sampled_from(["", "0.5", "1", "5"]),
+    "gpu_types": st.sampled_from(["", "h100", "a100|l4", "tpu", "h100|a100"]),
+    "deadline_s": st.sampled_from(["", "5000", "20000"]),
+    "group": st.sampled_from(["", "g1"]),
+    "max_wait_s": st.sampled_from(["", "0", "120"]),
+    "junk": JUNK,
+}
+COLUMNS = list(GOOD)
+
+
+@st.composite
+def workload_files(draw):
+    """Mostly well-formed jobs CSVs with random damage: dropped columns, junk cells, repeated ids."""
+    header = [c for c in COLUMNS if c in REQUIRED_COLUMNS or draw(st.booleans())]
+    if draw(st.integers(0, 9)) == 0:
+        header.remove(draw(st.sampled_from(list(REQUIRED_COLUMNS))))
+    header = draw(st.permutations(header))
+    damage = draw(st.sampled_from([0.0, 0.0, 0.05, 0.3]))
+    rows = [",".join(header)]
+    for i in range(draw(st.integers(0, 10))):
+        cells = [draw(JUNK) if draw(st.floats(0, 1)) < damage else draw(GOOD[c]) for c in header]
+        if "job_id" in header and cells[header.index("job_id")].startswith("j"):
+            cells[header.index("job_id")] = f"j{max(0, i - draw(st.sampled_from([0, 0, 0, 0, 1])))}"  # rare repeats
+        rows.append(",".join(cells))
+    return "\n".join(rows) + "\n"
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster=clusters, text=workload_files(), policy=st.sampled_from(POLICY_NAMES))
+def test_random_workload_files_are_rejected_clearly_or_simulated_within_capacity(cluster, text, policy):
+    """Bad input tried: every malformed file gives a WorkloadFileError naming line and field, never a crash;
+    every file that reads is validated, simulated within capacity, and every valid job is accounted for."""
+    try:
+        workload = read_jobs(io.StringIO(text))
+    except WorkloadFileError as error:
+        assert error.line is not None and error.reason
+        event("rejected file")
+        return
+    event("read: %d jobs" % min(len(workload), 3))
+    valid, errors = split_valid(workload, cluster)
+    assert len(valid) + len(errors) == len(workload) and all(e.job_id for e in errors)
+    horizon = 4 * 3600.0
+    result = simulate(cluster, valid, make_policy(policy, config=PlannerConfig(time_limit_s=0.3))
+                      if policy == "milp" else make_policy(policy), horizon)
+    assert set(result.outcomes) == {j.job_id for j in valid}, "a job was lost"
+    assert schedule_violations(cluster, valid, result.outcomes, horizon) == []

@@ -14,6 +14,7 @@ from airflow.sdk import DAG, task
 
 from airflow_gpu_scheduler.core.planner import PlannerConfig
 from airflow_gpu_scheduler.declare import gpu_task
+from airflow_gpu_scheduler.operators.fail_open import GpuFailOpenOperator
 from airflow_gpu_scheduler.operators.schedule import GpuScheduleOperator
 
 START = datetime(2025, 1, 1)
@@ -71,3 +72,11 @@ with DAG("plan_mapped", schedule=None, start_date=START, catchup=False):
         return shard
 
     score.expand(shard=[0, 1])
+
+# A planner that crashes on every run (its cluster file does not exist), and the watchdog
+# that must keep GPU work flowing regardless.
+with DAG("plan_broken_scheduler", schedule=None, start_date=START, catchup=False):
+    GpuScheduleOperator(task_id="plan_and_apply", cluster_file="/nonexistent/cluster.json")
+
+with DAG("plan_watchdog", schedule=None, start_date=START, catchup=False, max_active_runs=1):
+    GpuFailOpenOperator(task_id="fail_open", fail_open_after_s=8.0)
