@@ -43,6 +43,9 @@ from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowe
 LATE_VALUE_FRACTION = 0.02
 #: HiGHS is only started if at least this much of the cycle's budget is left after building the model.
 MIN_SOLVE_S = 0.05
+#: A window of the windowed search lets its jobs start this many grid points after the
+#: latest incumbent start in it (so work can also move later to make room).
+WINDOW_SLACK_POINTS = 2
 #: Completing at the end of the horizon is worth this much less than completing now.
 COMPLETION_DISCOUNT = 0.5
 
@@ -59,6 +62,8 @@ class PlannerConfig:
     :param mip_rel_gap: stop once the plan is proven this close to the bound.
     :param max_milp_vars: the largest MILP solved at once; a bigger cycle is improved
         window by window (see :meth:`MilpPlanner._solve`), so its cost grows gently.
+    :param window_vars: the size of one window's sub-MILP: small enough that HiGHS proves
+        it in a fraction of a second, so many windows fit in one budget.
     :param window_time_limit_s: solver time per window, so one hard window cannot eat
         the whole budget.
     :param window_mip_rel_gap: gap target of a window. Tighter than ``mip_rel_gap``: a
@@ -74,6 +79,7 @@ class PlannerConfig:
     time_limit_s: float = 2.0
     mip_rel_gap: float = 0.02
     max_milp_vars: int = 3000
+    window_vars: int = 1000
     window_time_limit_s: float = 1.0
     window_mip_rel_gap: float = 0.002
     max_nodes: int = 1000
@@ -480,22 +486,24 @@ class MilpPlanner:
         if total_vars == 0:
             return greedy, SolveReport("greedy", "nothing to optimize", greedy_obj, greedy_obj, greedy_obj, 0.0, 0.0)
         if total_vars <= cfg.max_milp_vars:
-            windows = [list(range(len(jobs)))]
+            windows = [(list(range(len(jobs))), range(len(capacity.points)))]
         else:
             windows = None
         status, bound = "not solved", None
         passes = 0
         while True:
-            todo = windows if windows is not None else self._windows(jobs, incumbent, sizes, capacity.points)
+            todo = windows if windows is not None else self._windows(jobs, incumbent, candidates,
+                                                                     len(capacity.points))
             improved = False
-            for free_jobs in todo:
+            for free_jobs, stretch in todo:
                 remaining = deadline - time.perf_counter()
                 if remaining < MIN_SOLVE_S:
                     stats.last_status = stats.last_status or "time_limit"
                     break
                 if windows is None:
                     remaining = min(remaining, cfg.window_time_limit_s)
-                result = self._solve_window(jobs, candidates, capacity, incumbent, free_jobs, remaining, stats)
+                result = self._solve_window(jobs, candidates, capacity, incumbent, free_jobs, stretch, remaining,
+                                            stats)
                 if result is None:
                     continue
                 chosen, sub_status, sub_bound, gain = result
@@ -523,25 +531,40 @@ class MilpPlanner:
                                       stats.build_s, stats.solve_s, handoff_s=stats.handoff_s,
                                       subproblems=stats.subproblems, message=message, **stats.size())
 
-    def _windows(self, jobs: Sequence[Job], incumbent: Mapping[int, _Candidate], sizes: Mapping[int, int],
-                 points: list[float]) -> list[list[int]]:
-        """Overlapping groups of jobs in the incumbent's start order, each small enough for one sub-MILP.
+    def _windows(self, jobs: Sequence[Job], incumbent: Mapping[int, _Candidate],
+                 candidates: Mapping[int, list[_Candidate]], n_points: int) -> list[tuple[list[int], range]]:
+        """Overlapping windows of the incumbent plan, each small enough for one sub-MILP.
 
-        Unplanned jobs come last, so the final windows give them a chance to find room.
+        A window is a run of jobs in the incumbent's start order and the stretch of grid
+        points where they start (plus ``WINDOW_SLACK_POINTS`` later): the sub-MILP may
+        reorder them within that stretch, so a window holds many jobs with a few starts
+        each rather than a few jobs with all their starts. Unplanned jobs come last, with
+        the stretch open to the end of the grid, so the final windows look for room for them.
         """
-        order = sorted(range(len(jobs)), key=lambda j: (points[incumbent[j].point] if j in incumbent else math.inf, j))
-        limit = self.config.max_milp_vars
-        windows: list[list[int]] = []
-        start = 0
-        while start < len(order):
-            size, stop = 0, start
-            while stop < len(order) and (size + sizes[order[stop]] <= limit or stop == start):
-                size += sizes[order[stop]]
-                stop += 1
-            windows.append(order[start:stop])
+        order = sorted(range(len(jobs)), key=lambda j: (incumbent[j].point if j in incumbent else n_points, j))
+        # Candidate grid points of each job, sorted, to count a job's starts inside a stretch.
+        starts = {j: sorted(c.point for c in candidates[j]) for j in order}
+        limit = self.config.window_vars
+
+        def size(members: list[int], lo: int, hi: int) -> int:
+            return sum(bisect_right(starts[j], hi) - bisect_left(starts[j], lo) for j in members)
+
+        windows: list[tuple[list[int], range]] = []
+        first = 0
+        while first < len(order):
+            lo = incumbent[order[first]].point if order[first] in incumbent else 0
+            stop, hi = first, lo
+            while stop < len(order):
+                j = order[stop]
+                new_hi = min(n_points - 1, (incumbent[j].point if j in incumbent else n_points) + WINDOW_SLACK_POINTS)
+                new_hi = max(hi, new_hi)
+                if stop > first and size(order[first:stop + 1], lo, new_hi) > limit:
+                    break
+                hi, stop = new_hi, stop + 1
+            windows.append((order[first:stop], range(lo, hi + 1)))
             if stop >= len(order):
                 break
-            start = max(start + 1, (start + stop) // 2)  # half-window overlap
+            first = max(first + 1, (first + stop) // 2)  # half-window overlap
         return windows
 
     def _solve_window(
@@ -551,10 +574,11 @@ class MilpPlanner:
         capacity: _Capacity,
         incumbent: Mapping[int, _Candidate],
         free_jobs: Sequence[int],
+        stretch: range,
         time_left_s: float,
         stats: _SolveStats,
     ) -> tuple[dict[int, _Candidate], str, float | None, float] | None:
-        """Re-plan ``free_jobs`` with every other job fixed at its incumbent start; None if nothing better."""
+        """Re-plan ``free_jobs`` (starts within ``stretch``) with every other job fixed; None if nothing better."""
         from pyomo.contrib.appsi.solvers import Highs
 
         cfg = self.config
@@ -566,7 +590,8 @@ class MilpPlanner:
                 room.take(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming)
         # Only starts that fit around the fixed jobs, and the incumbent's own (it always fits).
         index = [(j, n) for j in free_jobs for n, c in enumerate(candidates[j])
-                 if c is incumbent.get(j) or room.fits(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming)]
+                 if c is incumbent.get(j) or (c.point in stretch
+                                              and room.fits(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming))]
         if not index:
             return None
         m, nnz, n_cons = _build_model(jobs, candidates, room, index)

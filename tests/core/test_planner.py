@@ -121,7 +121,7 @@ def test_highs_is_never_given_more_than_what_is_left_of_the_cycle_budget(monkeyp
     for limit in (0.3, 1.0, 3.0):
         calls.clear()
         began = time.perf_counter()
-        plan = MilpPlanner(PlannerConfig(time_limit_s=limit, mip_rel_gap=0.0, max_milp_vars=800)).plan(FOUR, jobs,
+        plan = MilpPlanner(PlannerConfig(time_limit_s=limit, mip_rel_gap=0.0, max_milp_vars=800, window_vars=300)).plan(FOUR, jobs,
                                                                                                      [], 0.0)
         assert len(plan.starts) + len(plan.unplanned) == len(jobs)
         for at, given in calls:

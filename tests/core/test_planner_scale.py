@@ -39,7 +39,7 @@ def test_windows_find_the_known_optimum_the_greedy_plan_misses():
     # windowed search: the first window frees A, B and C together.
     jobs = [est("A", 3, 3600, 5), est("B", 2, 3600, 4), est("C", 2, 3600, 4), est("D", 4, 600, 0.1)]
     whole = MilpPlanner(PlannerConfig(mip_rel_gap=0.0)).plan(FOUR, jobs, [], 0.0)
-    windowed = MilpPlanner(PlannerConfig(mip_rel_gap=0.0, max_milp_vars=150)).plan(FOUR, jobs, [], 0.0)
+    windowed = MilpPlanner(PlannerConfig(mip_rel_gap=0.0, max_milp_vars=150, window_vars=150)).plan(FOUR, jobs, [], 0.0)
     assert whole.report.method == "milp" and windowed.report.method == "milp-windows"
     assert windowed.report.subproblems >= 2
     assert windowed.by_job()["A"].start_s == 3600.0 and windowed.by_job()["B"].start_s == 0.0
@@ -78,7 +78,7 @@ def test_scale_instances_are_valid_deterministic_and_grow_with_the_queue():
 @given(n=st.integers(5, 80), seed=st.integers(0, 10_000), max_vars=st.integers(20, 600))
 def test_windowed_plans_respect_capacity_and_never_lose_to_greedy(n, seed, max_vars):
     inst = scale_instance(n, seed)
-    cfg = PlannerConfig(time_limit_s=1.0, window_time_limit_s=0.2, max_milp_vars=max_vars)
+    cfg = PlannerConfig(time_limit_s=1.0, window_time_limit_s=0.2, max_milp_vars=max_vars, window_vars=max_vars)
     plan = MilpPlanner(cfg).plan(inst.cluster, inst.queued, inst.running, inst.now_s)
     assert {s.job_id for s in plan.starts} | set(plan.unplanned) == {j.job_id for j in inst.queued}
     assert plan.report.objective >= plan.report.greedy_objective - 1e-6
@@ -89,7 +89,7 @@ def test_windowed_plans_respect_capacity_and_never_lose_to_greedy(n, seed, max_v
 def test_running_jobs_are_respected_by_the_windowed_search():
     running = [RunningJob(est("r", 4, 1800, 1), "h100", start_s=-600.0)]  # expected end: 1200
     jobs = [est(f"j{i}", 1 + i % 2, 900, 1 + i % 3) for i in range(12)]
-    plan = MilpPlanner(PlannerConfig(max_milp_vars=100)).plan(FOUR, jobs, running, 0.0)
+    plan = MilpPlanner(PlannerConfig(max_milp_vars=100, window_vars=60)).plan(FOUR, jobs, running, 0.0)
     assert min(s.start_s for s in plan.starts) >= 1200.0
     assert overbooked(FOUR, jobs, running, plan) == []
 
