@@ -43,6 +43,8 @@ from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowe
 LATE_VALUE_FRACTION = 0.02
 #: HiGHS is only started if at least this much of the cycle's budget is left after building the model.
 MIN_SOLVE_S = 0.05
+#: Seconds of the cycle's budget kept back for HiGHS returning after its time limit.
+SOLVER_MARGIN_S = 0.1
 #: A window of the windowed search lets its jobs start this many grid points after the
 #: latest incumbent start in it (so work can also move later to make room).
 WINDOW_SLACK_POINTS = 2
@@ -373,7 +375,9 @@ class MilpPlanner:
             "greedy", "solver disabled", greedy_obj, greedy_obj, None, None, 0.0
         )
         if cfg.use_solver:
-            chosen, report = self._solve(jobs, candidates, capacity, greedy, greedy_obj, wall0 + cfg.time_limit_s)
+            # HiGHS stops a little after its time limit (it still hands the solution back): leave it that margin.
+            deadline = wall0 + cfg.time_limit_s - SOLVER_MARGIN_S
+            chosen, report = self._solve(jobs, candidates, capacity, greedy, greedy_obj, deadline)
         report = _with_wall(report, time.perf_counter() - wall0)
         return self._to_plan(cluster, jobs, chosen, cycle.capacity.points, now_s, report, reserve)
 
