@@ -529,6 +529,13 @@ class MilpPlanner:
                                        message=msg, **stats.size())
         if objective < greedy_obj - 1e-6:  # cannot happen (every step is accepted only if better); kept as a guard
             incumbent, objective = greedy, greedy_obj
+        if status == "not solved":
+            # HiGHS ran but no (sub-)MILP came back with a plan at least as good as its warm start.
+            return greedy, SolveReport("greedy", stats.last_status or status, greedy_obj, greedy_obj, bound,
+                                       _gap(greedy_obj, bound), 0.0, stats.build_s, stats.solve_s,
+                                       handoff_s=stats.handoff_s, subproblems=stats.subproblems,
+                                       message=stats.message or "MILP found nothing better; greedy plan kept",
+                                       **stats.size())
         method = "milp" if windows is not None else "milp-windows"
         message = stats.message if windows is not None else f"{stats.subproblems} windows in {passes} pass(es)"
         return incumbent, SolveReport(method, status, objective, greedy_obj, bound, _gap(objective, bound), 0.0,
