@@ -189,6 +189,30 @@ def start_coefficient(job: Job, start: float, end: float, now_s: float, horizon_
     return value * (1.0 - COMPLETION_DISCOUNT * end / horizon_s - 1e-4 * start / horizon_s)
 
 
+# --------------------------------------------------------------------------- reservation
+
+
+def room_for_gangs(cluster: Cluster, queued: Sequence[Job], reserve: Mapping[str, int]) -> dict[str, int]:
+    """The streaming reservation, shrunk so that every queued batch job fits beside it somewhere.
+
+    Batch work must leave the reservation free, so a gang larger than a type's GPUs minus
+    its reservation could never be planned there: on a cluster that always has some
+    streaming work, a whole-cluster gang would wait forever. While such a gang waits, the
+    reservation of the type it fits best (fastest, then largest) shrinks just enough to let
+    it start; the MILP then weighs it against the streaming work it delays, as for any job.
+    """
+    out = {t.name: int(reserve.get(t.name, 0)) for t in cluster.gpu_types}
+    for job in queued:
+        if job.is_streaming:
+            continue
+        types = [t for t in allowed_types(job, cluster) if t.count >= job.gpus]
+        if not types or any(job.gpus <= t.count - out[t.name] for t in types):
+            continue
+        best = max(types, key=lambda t: (t.speed, t.count))
+        out[best.name] = best.count - job.gpus
+    return out
+
+
 # --------------------------------------------------------------------------- capacity
 
 
@@ -361,7 +385,7 @@ class MilpPlanner:
     ) -> Plan:
         wall0 = time.perf_counter()
         cfg = self.config
-        reserve = dict(streaming_reserve or {})
+        reserve = room_for_gangs(cluster, queued, streaming_reserve or {})
         if not queued:
             report = SolveReport("empty", "no queued jobs", 0.0, 0.0, 0.0, 0.0, 0.0)
             return Plan(now_s, (), (), report, reserve)
@@ -687,7 +711,8 @@ class MilpPlanner:
 
         if not queued:
             return 0.0, 0
-        cycle = self._prepare(cluster, queued, running, now_s, dict(streaming_reserve or {}))
+        reserve = room_for_gangs(cluster, queued, streaming_reserve or {})
+        cycle = self._prepare(cluster, queued, running, now_s, reserve)
         jobs, candidates, capacity = cycle.jobs, cycle.candidates, cycle.capacity
         cost: list[float] = []
         job_rows: list[list[int]] = []

@@ -134,3 +134,23 @@ def test_highs_is_never_given_more_than_what_is_left_of_the_cycle_budget(monkeyp
     assert calls == []
     assert tiny.method == "greedy" and tiny.status == "time_limit" and tiny.solve_s == 0.0
     assert "greedy plan used" in tiny.message
+
+
+def test_whole_cluster_gang_is_planned_despite_the_streaming_reservation():
+    # Batch work must leave the streaming reservation free, so a gang of every GPU could never
+    # be planned while any reservation stands: with streaming arriving all day it would starve.
+    from airflow_gpu_scheduler.core.levers import levers_for_plan, pool_name
+
+    gang = est("gang", 4, 3600, 8, kind="training")
+    small = est("small", 1, 600, 2)
+    plan = MilpPlanner().plan(FOUR, [gang, small], [], 0.0, streaming_reserve={"h100": 1})
+    assert "gang" in plan.by_job() and plan.unplanned == ()
+    assert plan.streaming_reserve == {"h100": 0}
+    # The levers leave room for it: the batch pool holds every GPU once it is due.
+    start = plan.by_job()["gang"].start_s
+    levers = levers_for_plan(plan, FOUR, [gang, small], [], start)
+    assert levers.pool_slots[pool_name("h100")] == 4
+    # Jobs that fit beside the reservation keep it whole.
+    plan = MilpPlanner().plan(FOUR, [est("three", 3, 3600, 8, kind="training")], [], 0.0,
+                              streaming_reserve={"h100": 1})
+    assert plan.streaming_reserve == {"h100": 1} and plan.by_job()["three"].start_s == 0.0
