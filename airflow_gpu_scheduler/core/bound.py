@@ -36,6 +36,16 @@ from airflow_gpu_scheduler.core.workload import Cluster, Job, allowed_types, run
 WINDOWS = (1, 2)
 
 
+def add_le_row(h, entries: list[tuple[int, float]], upper: float) -> None:
+    """Add the row ``sum(value * x[column] for column, value in entries) <= upper`` to a highspy model."""
+    import highspy
+    import numpy as np
+
+    idx = np.array([c for c, _ in entries], dtype=np.int32)
+    val = np.array([v for _, v in entries], dtype=np.float64)
+    h.addRow(-highspy.kHighsInf, upper, len(idx), idx, val)
+
+
 def _overlap(start: float, length: float, lo: float, hi: float) -> float:
     return max(0.0, min(start + length, hi) - max(start, lo))
 
@@ -109,23 +119,17 @@ def upper_bound(cluster: Cluster, jobs: Sequence[Job], horizon_s: float, slot_s:
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", time_limit_s)
     n = len(col_cost)
-    inf = highspy.kHighsInf
     h.addVars(n, np.zeros(n), np.ones(n))
     h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(col_cost))
     h.changeObjectiveSense(highspy.ObjSense.kMaximize)
 
-    def add_row(entries: list[tuple[int, float]], upper: float) -> None:
-        idx = np.array([c for c, _ in entries], dtype=np.int32)
-        val = np.array([v for _, v in entries], dtype=np.float64)
-        h.addRow(-inf, upper, len(idx), idx, val)
-
     for cols in job_rows:
-        add_row([(c, 1.0) for c in cols], 1.0)
+        add_le_row(h, [(c, 1.0) for c in cols], 1.0)
     for (name, t, width), entries in rows.items():
         window_end = min((t + width) * slot, horizon_s)
-        add_row(entries, cluster.gpu_type(name).count * (window_end - t * slot))
+        add_le_row(h, entries, cluster.gpu_type(name).count * (window_end - t * slot))
     for name, entries in volume.items():
-        add_row(entries, cluster.gpu_type(name).count * horizon_s)
+        add_le_row(h, entries, cluster.gpu_type(name).count * horizon_s)
     if integral:
         h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
                                 np.array([highspy.HighsVarType.kInteger] * n))

@@ -709,6 +709,8 @@ class MilpPlanner:
         import highspy
         import numpy as np
 
+        from airflow_gpu_scheduler.core.bound import add_le_row
+
         if not queued:
             return 0.0, 0
         reserve = room_for_gangs(cluster, queued, streaming_reserve or {})
@@ -739,20 +741,14 @@ class MilpPlanner:
         h.addVars(n, np.zeros(n), np.ones(n))
         h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(cost))
         h.changeObjectiveSense(highspy.ObjSense.kMaximize)
-        inf = highspy.kHighsInf
-
-        def add_row(entries: list[tuple[int, float]], upper: float) -> None:
-            idx = np.array([c for c, _ in entries], dtype=np.int32)
-            val = np.array([v for _, v in entries], dtype=np.float64)
-            h.addRow(-inf, upper, len(idx), idx, val)
 
         for cols in job_rows:
-            add_row([(c, 1.0) for c in cols], 1.0)
+            add_le_row(h, [(c, 1.0) for c in cols], 1.0)
         for (name, i), entries in cap_rows.items():
-            add_row(entries, capacity.free[name][i])
+            add_le_row(h, entries, capacity.free[name][i])
         for (name, i), entries in batch_rows.items():
             if capacity.free_batch[name][i] < capacity.free[name][i]:
-                add_row(entries, capacity.free_batch[name][i])
+                add_le_row(h, entries, capacity.free_batch[name][i])
         h.run()
         if h.modelStatusToString(h.getModelStatus()) != "Optimal":
             return None, n

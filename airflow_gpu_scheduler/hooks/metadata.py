@@ -387,16 +387,7 @@ class GpuSchedulerMetadataHook(BaseHook):
         plan_id = None
         try:
             with self.get_engine().begin() as conn:
-                existing = dict(conn.execute(select(_slot_pool.c.pool, _slot_pool.c.slots)
-                                             .where(_slot_pool.c.pool.in_(pools))).all())
-                for pool in pools:
-                    if pool not in existing:
-                        conn.execute(insert(_slot_pool).values(
-                            pool=pool, slots=0, include_deferred=False,
-                            description="Managed by airflow-gpu-scheduler: slots are rewritten every planning cycle.",
-                        ))
-                if pools:
-                    conn.execute(update(_slot_pool).where(_slot_pool.c.pool.in_(pools)).values(slots=0))
+                existing = _close_pools(conn, pools)
                 moved, skipped = _move_task_instances(conn, changes, _task_instance.c.state == "scheduled")
                 for pool, slots in levers.pool_slots.items():
                     conn.execute(update(_slot_pool).where(_slot_pool.c.pool == pool).values(slots=int(slots)))
@@ -540,16 +531,7 @@ class GpuSchedulerMetadataHook(BaseHook):
         plan_id = None
         try:
             with self.get_engine().begin() as conn:
-                existing = dict(conn.execute(select(_slot_pool.c.pool, _slot_pool.c.slots)
-                                             .where(_slot_pool.c.pool.in_(pools))).all())
-                for pool in pools:
-                    if pool not in existing:
-                        conn.execute(insert(_slot_pool).values(
-                            pool=pool, slots=0, include_deferred=False,
-                            description="Managed by airflow-gpu-scheduler: slots are rewritten every planning cycle.",
-                        ))
-                if pools:
-                    conn.execute(update(_slot_pool).where(_slot_pool.c.pool.in_(pools)).values(slots=0))
+                existing = _close_pools(conn, pools)
                 moved, skipped = _move_task_instances(conn, changes, not_dispatched)
                 for pool in pools:
                     slots = pool_slots.get(pool, existing.get(pool, 0))
@@ -676,6 +658,25 @@ class GpuSchedulerMetadataHook(BaseHook):
                     continue
                 out.append({"pool": row["pool"], "gpus": int(row["pool_slots"] or 1), "start_s": start, "end_s": end})
         return out
+
+
+def _close_pools(conn, pools: Sequence[str]) -> dict[str, int]:
+    """Create missing GPU pools and set every one of ``pools`` to 0 slots; returns their slots before.
+
+    Inside the apply transaction, closed pools mean the scheduler cannot dispatch from them
+    while task instances are moved; the caller reopens them with the plan's slots.
+    """
+    existing = dict(conn.execute(select(_slot_pool.c.pool, _slot_pool.c.slots)
+                                 .where(_slot_pool.c.pool.in_(pools))).all())
+    for pool in pools:
+        if pool not in existing:
+            conn.execute(insert(_slot_pool).values(
+                pool=pool, slots=0, include_deferred=False,
+                description="Managed by airflow-gpu-scheduler: slots are rewritten every planning cycle.",
+            ))
+    if pools:
+        conn.execute(update(_slot_pool).where(_slot_pool.c.pool.in_(pools)).values(slots=0))
+    return existing
 
 
 #: Task instances moved by one UPDATE (keys in one ``IN`` list; well within every driver's limits).
