@@ -60,17 +60,9 @@
   }
 
   // ------------------------------------------------------------------ theme (follows the Airflow UI)
+  // Defined in the page's <head> so the theme is set before the first paint; one rule for both.
   function applyTheme() {
-    var theme = null;
-    try {
-      var cls = window.parent !== window ? window.parent.document.documentElement.classList : null;
-      if (cls && cls.contains("dark")) theme = "dark"; else if (cls && cls.contains("light")) theme = "light";
-    } catch (e) { /* not framed by the same origin */ }
-    if (!theme) {
-      try { var s = localStorage.getItem("theme"); if (s === "dark" || s === "light") theme = s; } catch (e) {}
-    }
-    if (!theme) theme = window.matchMedia && matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
-    document.documentElement.dataset.theme = theme;
+    window.gpuScheduleApplyTheme();
   }
   function watchTheme() {
     try {
