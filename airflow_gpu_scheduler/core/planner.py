@@ -50,6 +50,11 @@ SOLVER_MARGIN_S = 0.1
 WINDOW_SLACK_POINTS = 2
 #: Completing at the end of the horizon is worth this much less than completing now.
 COMPLETION_DISCOUNT = 0.5
+#: A streaming job started within its wait budget is worth this many times its value more
+#: than one started late: real-time work that waits past its budget has lost its users,
+#: while a batch job delayed by it usually still completes (the completion discount is
+#: only a proxy for utilization and must not outweigh an endpoint served in time).
+STREAMING_ON_TIME_BONUS = 2.0
 
 
 @dataclass(frozen=True)
@@ -182,11 +187,19 @@ def start_coefficient(job: Job, start: float, end: float, now_s: float, horizon_
     if job.kind.is_streaming:
         # An endpoint that missed its wait budget is still wanted as soon as possible:
         # value its start, not its completion, and never write it off.
-        return value * (1.0 - start / horizon_s)
+        coef = value * (1.0 - start / horizon_s)
+        if start <= streaming_budget_left(job, now_s):
+            coef += STREAMING_ON_TIME_BONUS * value
+        return coef
     if job.deadline_s is not None and now_s + end > job.deadline_s + 1e-6:
         value *= LATE_VALUE_FRACTION
     # Earlier completion first; a tiny term on the start breaks ties between equal ends.
     return value * (1.0 - COMPLETION_DISCOUNT * end / horizon_s - 1e-4 * start / horizon_s)
+
+
+def streaming_budget_left(job: Job, now_s: float) -> float:
+    """Seconds from now within which a streaming job still starts within its wait budget."""
+    return job.submit_s + (job.max_wait_s or 0.0) - now_s + 1e-6
 
 
 # --------------------------------------------------------------------------- reservation
@@ -441,6 +454,7 @@ class MilpPlanner:
             value = job_value(job)
             streaming = job.kind.is_streaming
             late_after = math.inf if job.deadline_s is None or streaming else job.deadline_s - now_s + 1e-6
+            on_time_until = streaming_budget_left(job, now_s) if streaming else -math.inf
             for gpu_type in allowed_types(job, cluster):
                 runtime = runtime_s(job, job.planning_estimate_s, gpu_type)
                 name = gpu_type.name
@@ -455,6 +469,8 @@ class MilpPlanner:
                         continue
                     if streaming:
                         coef = value * (1.0 - start / horizon)
+                        if start <= on_time_until:
+                            coef += STREAMING_ON_TIME_BONUS * value
                     else:
                         v = value * LATE_VALUE_FRACTION if end > late_after else value
                         coef = v * (1.0 - COMPLETION_DISCOUNT * end / horizon - 1e-4 * start / horizon)

@@ -154,3 +154,21 @@ def test_whole_cluster_gang_is_planned_despite_the_streaming_reservation():
     plan = MilpPlanner().plan(FOUR, [est("three", 3, 3600, 8, kind="training")], [], 0.0,
                               streaming_reserve={"h100": 1})
     assert plan.streaming_reserve == {"h100": 1} and plan.by_job()["three"].start_s == 0.0
+
+
+def test_streaming_job_starts_within_its_wait_budget_even_if_a_gang_waits_longer():
+    # One GPU is busy until 1200 s; a 4-GPU gang can start then. An endpoint that arrived now
+    # needs one of the three free GPUs for an hour: starting it delays the gang to 3600 s.
+    # Judged by completion times alone the gang would go first (its delay costs more than the
+    # endpoint's); but an endpoint started after its wait budget has lost its users.
+    running = [RunningJob(est("r", 1, 1800, 1), "h100", start_s=-600.0)]
+    gang = est("gang", 4, 4 * 3600, 8, kind="training")
+    endpoint = Job("endpoint", 0.0, "realtime_inference", 1, estimate_s=3600, priority=8)
+    plan = MilpPlanner(PlannerConfig(mip_rel_gap=0.0)).plan(FOUR, [gang, endpoint], running, 30.0)
+    by = plan.by_job()
+    assert by["endpoint"].start_s == 30.0
+    assert by["gang"].start_s == 3630.0
+    # Past its budget the endpoint earns no bonus: it still starts as soon as it fits, but
+    # no longer ahead of the gang.
+    plan = MilpPlanner(PlannerConfig(mip_rel_gap=0.0)).plan(FOUR, [gang, endpoint], running, 600.0)
+    assert plan.by_job()["gang"].start_s == 1200.0
