@@ -5,8 +5,12 @@ preempt, so the only way to serve it while batch gangs hold the GPUs for hours i
 to keep some GPUs out of batch work in advance. The reservation per GPU type is
 what streaming jobs hold now plus the GPUs that streaming arrivals are expected to
 ask for over the next ``lookahead_s`` (their rate over a trailing window), and at
-least the largest recent streaming gang, so one more arrival fits at once.
-Reserving the past *peak* instead keeps far more GPUs idle than it saves waits.
+least the largest streaming gang seen over the last ``memory_s``, so one more
+arrival fits at once. The memory is hours, not the rate's hour: endpoints that
+arrive a few times a day would otherwise find the reservation gone each time (on
+three of the benchmark's scenarios the p95 streaming wait was 3-3.5x Airflow's
+with a one-hour memory, below it with six hours). Reserving the past *peak* instead keeps far
+more GPUs idle than it saves waits.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from airflow_gpu_scheduler.core.workload import Cluster
 
 DEFAULT_WINDOW_S = 3600.0
 DEFAULT_LOOKAHEAD_S = 300.0
+DEFAULT_MEMORY_S = 6 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ def streaming_reserve(
     now_s: float,
     window_s: float = DEFAULT_WINDOW_S,
     lookahead_s: float = DEFAULT_LOOKAHEAD_S,
+    memory_s: float = DEFAULT_MEMORY_S,
 ) -> dict[str, int]:
     """GPUs per type to keep for streaming work over the next planning cycles."""
     import math
@@ -51,6 +57,7 @@ def streaming_reserve(
                 holding += interval.gpus
             if interval.start_s >= since:
                 arrived += interval.gpus
+            if interval.start_s >= now_s - memory_s:
                 largest = max(largest, interval.gpus)
         if not largest:
             reserve[gpu_type.name] = 0

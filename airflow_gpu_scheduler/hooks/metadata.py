@@ -605,6 +605,17 @@ class GpuSchedulerMetadataHook(BaseHook):
                              .order_by(plan_job_table.c.id)).mappings().all()
         return {**dict(plan), "jobs": [dict(j) for j in jobs]}
 
+    def previous_starts(self, conn=None) -> dict[str, float]:
+        """Planned start per waiting job of the newest plan: the promises the next plan keeps when near."""
+        newest = select(func.max(plan_table.c.id)).scalar_subquery()
+        query = (
+            select(plan_job_table.c.job_id, plan_job_table.c.planned_start_s)
+            .where(plan_job_table.c.plan_id == newest, plan_job_table.c.planned_start_s.is_not(None),
+                   plan_job_table.c.decision != "running")
+        )
+        with self._reading(conn) as c:
+            return {job_id: float(start) for job_id, start in c.execute(query)}
+
     def plan_summaries(self, limit: int = 20, conn=None) -> list[dict[str, Any]]:
         """The most recent plans without their jobs, newest first, each with ``decisions`` (count per decision)."""
         with self._reading(conn) as c:

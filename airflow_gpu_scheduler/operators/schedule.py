@@ -140,7 +140,8 @@ def schedule_cycle(
         if log:
             log.error("Cannot plan %s: task %s, field %r: %s. It stays held in pool %s.",
                       job_id, detail["task"], detail["field"], detail["reason"], INTAKE_POOL)
-    plan = planner.plan(cluster, workload.queued, workload.running, snapshot.now_s, workload.reserve)
+    plan = planner.plan(cluster, workload.queued, workload.running, snapshot.now_s, workload.reserve,
+                        previous=hook.previous_starts())
     if log and plan.report.message:
         log.warning("Planner: %s (status %s)", plan.report.message, plan.report.status)
     levers = levers_for_plan(plan, cluster, workload.queued, workload.running, snapshot.now_s)

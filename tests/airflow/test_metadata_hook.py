@@ -116,3 +116,15 @@ def test_review_reads_latest_plan_summaries_and_one_jobs_history(hook):
     with hook.get_engine().connect() as conn:  # the review page passes its own connection
         assert hook.latest_plan(conn=conn)["id"] == second
         assert hook.gpu_pool_intervals(0.0, conn=conn) == []
+
+
+def test_previous_starts_are_the_newest_plans_promises_to_waiting_jobs(hook):
+    assert hook.previous_starts() == {}
+    hook.store_plan(plan_row(created_s=10.0), [job_row(decision="held", planned_start_s=500.0)])
+    hook.store_plan(plan_row(created_s=20.0), [
+        job_row(decision="due", planned_start_s=20.0),
+        job_row(job_id="d/r/u/-1", task_id="u", decision="held", planned_start_s=900.0),
+        job_row(job_id="d/r/v/-1", task_id="v", decision="unplanned"),
+        job_row(job_id="d/r/w/-1", task_id="w", decision="running", planned_start_s=5.0),
+    ])
+    assert hook.previous_starts() == {"d/r/t/-1": 20.0, "d/r/u/-1": 900.0}

@@ -48,7 +48,8 @@ class MilpPolicy:
         surprise = self._surprised(state)
         if self._plan is None or (changed and self._must_replan(state, surprise)):
             reserve = streaming_reserve(state.cluster, state.streaming_history, state.now_s)
-            new_plan = self.planner.plan(state.cluster, state.waiting, state.running, state.now_s, reserve)
+            previous = {s.job_id: s.start_s for s in self._plan.starts} if self._plan else None
+            new_plan = self.planner.plan(state.cluster, state.waiting, state.running, state.now_s, reserve, previous)
             self._plan, self._planned_for, self._last_solve_s = new_plan, seen, state.now_s
             changed = False
         plan = self._plan
