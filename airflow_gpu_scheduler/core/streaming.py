@@ -9,8 +9,8 @@ least the largest streaming gang seen over the last ``memory_s``, so one more
 arrival fits at once. The memory is hours, not the rate's hour: endpoints that
 arrive a few times a day would otherwise find the reservation gone each time (on
 three of the benchmark's scenarios the p95 streaming wait was 3-3.5x Airflow's
-with a one-hour memory, below it with six hours). Reserving the past *peak* instead keeps far
-more GPUs idle than it saves waits.
+with a one-hour memory, below it with six hours). Reserving the past *peak*
+instead keeps far more GPUs idle than it saves waits.
 """
 
 from __future__ import annotations
