@@ -192,9 +192,13 @@ def commitment(cfg: PlannerConfig, job: Job, previous: Mapping[str, float], now_
     been draining towards: the drain is wasted and the gang slips again at the next
     arrival, until it misses the day (Slurm keeps its top job's reservation for the same
     reason). A start no later than the promised one (give or take half a step) is worth
-    ``commit_bonus`` more. A promise already past (the job is due, but what it waits for
-    overran its estimate) binds nothing: pricing it in at "now" was measured to cost 7 % of
-    deadline_crunch's output, by favouring due small jobs over the drain the plan is running.
+    ``commit_bonus`` more, on a GPU type where the drain has begun (see ``_candidates``):
+    some of its GPUs already sit idle for the job. Elsewhere nothing has been spent on the
+    promise and the plan stays free (a fixed bonus would otherwise freeze the order of
+    short jobs, whose reordering gains are tiny next to it). A promise already past (the
+    job is due, but what it waits for overran its estimate) binds nothing: pricing it in
+    at "now" was measured to cost 7 % of deadline_crunch's output, by favouring due small
+    jobs over the drain the plan is running.
     """
     promised = previous.get(job.job_id)
     if (promised is None or job.is_streaming or cfg.commit_bonus <= 0 or promised < now_s
@@ -462,7 +466,7 @@ class MilpPlanner:
         A batch job is worth its value (a small fraction of it when it would miss its deadline),
         less a discount growing with its completion time (earlier completion first; a tiny term
         on the start breaks ties), plus ``commit_bonus`` of its value at a start that keeps the
-        previous plan's promise. An endpoint that missed its wait budget is still wanted as
+        previous plan's promise where GPUs are being drained for it. An endpoint that missed its wait budget is still wanted as
         soon as possible: its start is valued, not its completion, and it is never written
         off; within its budget it earns ``STREAMING_ON_TIME_BONUS`` more. This loop runs
         hundreds of thousands of times per cycle on a large queue, so it stays flat.
@@ -480,6 +484,8 @@ class MilpPlanner:
                 runtime = runtime_s(job, job.planning_estimate_s, gpu_type)
                 name = gpu_type.name
                 free = capacity.free[name]
+                # A promise binds only where the drain has begun: GPUs idle now, too few to start.
+                promised_here = promised_until if 0 < free[0] < job.gpus else -math.inf
                 for p, start in enumerate(points):
                     end = start + runtime
                     if end > horizon + 1e-6:
@@ -495,7 +501,7 @@ class MilpPlanner:
                     else:
                         v = value * LATE_VALUE_FRACTION if end > late_after else value
                         coef = v * (1.0 - COMPLETION_DISCOUNT * end / horizon - 1e-4 * start / horizon)
-                        if start <= promised_until:
+                        if start <= promised_here:
                             coef += self.config.commit_bonus * v
                     stop = bisect_left(points, end - 1e-9, p)  # = capacity.span(p, runtime)
                     cands.append(_Candidate(j, name, p, end, coef, range(p, stop if stop > p else p + 1)))

@@ -191,3 +191,15 @@ def test_a_near_promise_of_the_previous_plan_is_kept_against_a_newcomer():
     assert planner.plan(FOUR, [gang, newcomer], running, 0.0, previous={"gang": -60.0}).by_job() == fresh
     later = planner.plan(FOUR, [gang, newcomer], running, 0.0, previous={"gang": 600.0 + 2 * 3600}).by_job()
     assert later["newcomer"].start_s == 0.0
+
+
+def test_a_promise_binds_only_once_gpus_sit_idle_for_it():
+    # Every GPU is busy until 600 s: nothing has been drained for the gang yet, so its promise
+    # costs nothing to break and the newcomer with a deadline goes first, as in a fresh plan.
+    running = [RunningJob(est("r", 4, 1800, 1), "h100", start_s=-1200.0)]
+    gang = est("gang", 4, 3600, 5, kind="training")
+    newcomer = est("newcomer", 1, 3600, 3, deadline_s=4300.0)
+    planner = MilpPlanner(PlannerConfig(mip_rel_gap=0.0))
+    fresh = planner.plan(FOUR, [gang, newcomer], running, 0.0).by_job()
+    assert fresh["newcomer"].start_s == 600.0 and fresh["gang"].start_s == 4200.0
+    assert planner.plan(FOUR, [gang, newcomer], running, 0.0, previous={"gang": 600.0}).by_job() == fresh
