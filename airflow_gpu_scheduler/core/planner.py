@@ -80,9 +80,9 @@ class PlannerConfig:
     :param max_nodes: branch-and-bound nodes per MILP. Work limits, unlike time limits,
         give the same plan on a busy and an idle machine (the time limits stay as a guard).
     :param max_window_passes: sweeps of the windowed search over the queue.
-    :param commit_horizon_s: a batch job the previous plan started within this much of now
-        keeps that start, unless the new plan gains more than ``commit_bonus`` of its value by
-        moving it (see :func:`commitment`).
+    :param commit_horizon_s: a batch job the previous plan started within this much of now,
+        and for which GPUs already sit idle, keeps that start unless the new plan gains more
+        than ``commit_bonus`` of its value by moving it (see :func:`commitment`).
     :param commit_bonus: what breaking such a commitment costs, as a fraction of the job's value.
     """
 
