@@ -5,6 +5,11 @@
   deadline, if any): priority x GPUs x duration at speed 1.0 (the job's work, so a
   slow GPU earns nothing extra); for streaming jobs: priority x GPUs x seconds
   served inside the window, only if the job started within its wait budget.
+  This is the published result's measure; it has a cliff at the window's end (a
+  gang ending a minute after it is worth nothing).
+- ``weighted_goodput``: the same value without the cliff: a batch job that meets its
+  deadline earns the share of its work done inside the window (nothing is
+  preempted, so a started job's end is known). Streaming as in ``weighted_output``.
 - waits: from submit to start; a job that never started counts as waiting until
   the end of the window (censored), so starvation is never hidden.
 """
@@ -16,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_gpu_scheduler.core.simulate import SimResult
-from airflow_gpu_scheduler.core.workload import Job, JobKind
+from airflow_gpu_scheduler.core.workload import Job, JobKind, runtime_s
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -49,10 +54,28 @@ def job_output(job: Job, start_s: float | None, end_s: float | None, horizon_s: 
     return job.priority * job.gpus * (job.duration_s or 0.0)
 
 
+def job_goodput(job: Job, start_s: float | None, runtime_s: float | None, horizon_s: float) -> float:
+    """Priority-weighted work one job did inside the window, pro rata, if it meets its deadline.
+
+    ``runtime_s``: how long the job holds its GPUs (its actual duration on its GPU type).
+    A streaming job earns as in :func:`job_output`.
+    """
+    if start_s is None or start_s >= horizon_s or runtime_s is None:
+        return 0.0
+    end_s = start_s + runtime_s
+    if job.is_streaming:
+        return job_output(job, start_s, end_s if end_s <= horizon_s else None, horizon_s)
+    if job.deadline_s is not None and end_s > job.deadline_s + 1e-6:
+        return 0.0
+    share = 1.0 if runtime_s <= 0 else (min(end_s, horizon_s) - start_s) / runtime_s
+    return job.priority * job.gpus * (job.duration_s or 0.0) * share
+
+
 @dataclass(frozen=True)
 class PolicyMetrics:
     utilization: float
     weighted_output: float
+    weighted_goodput: float
     streaming_p95_wait_s: float | None
     deadline_hit_rate: float | None
     mean_wait_s: dict[str, float | None]
@@ -65,6 +88,7 @@ class PolicyMetrics:
         return {
             "utilization": self.utilization,
             "weighted_output": self.weighted_output,
+            "weighted_goodput": self.weighted_goodput,
             "streaming_p95_wait_s": self.streaming_p95_wait_s,
             "deadline_hit_rate": self.deadline_hit_rate,
             "mean_wait_s": self.mean_wait_s,
@@ -79,7 +103,7 @@ def evaluate(result: SimResult) -> PolicyMetrics:
     """All metrics of one simulated run."""
     horizon = result.horizon_s
     busy = 0.0
-    output = 0.0
+    output = goodput = 0.0
     waits_by_kind: dict[str, list[float]] = {k.value: [] for k in JobKind}
     streaming_waits: list[float] = []
     deadlines_met = deadlines_total = 0
@@ -93,6 +117,9 @@ def evaluate(result: SimResult) -> PolicyMetrics:
         if o.end_s is not None:
             completed += 1
         output += job_output(job, o.start_s, o.end_s, horizon)
+        if o.start_s is not None and o.gpu_type is not None:
+            runtime = runtime_s(job, job.duration_s or 0.0, result.cluster.gpu_type(o.gpu_type))
+            goodput += job_goodput(job, o.start_s, runtime, horizon)
         wait = (o.start_s if o.start_s is not None else horizon) - job.submit_s
         waits_by_kind[job.kind.value].append(wait)
         if job.is_streaming:
@@ -104,6 +131,7 @@ def evaluate(result: SimResult) -> PolicyMetrics:
     return PolicyMetrics(
         utilization=busy / (result.cluster.total_gpus * horizon),
         weighted_output=output,
+        weighted_goodput=goodput,
         streaming_p95_wait_s=percentile(streaming_waits, 95),
         deadline_hit_rate=deadlines_met / deadlines_total if deadlines_total else None,
         mean_wait_s={k: (sum(v) / len(v) if v else None) for k, v in waits_by_kind.items()},

@@ -47,3 +47,27 @@ def test_percentile_interpolates():
     assert percentile([1, 2, 3, 4, 5], 50) == 3
     assert percentile([0, 10], 95) == pytest.approx(9.5)
     assert percentile([], 95) is None
+
+
+def test_goodput_credits_work_inside_the_window_pro_rata_and_keeps_deadlines():
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4, "speed": 2.0}}})
+    jobs = (
+        Job("b1", 0, "batch_inference", 2, duration_s=400, priority=3),  # ends at 300: whole
+        Job("b2", 0, "quantization", 1, duration_s=600, priority=2, deadline_s=250),  # ends 300 > 250: 0
+        Job("g", 0, "training", 4, duration_s=1600, priority=5),  # starts 600, runs 800 s, half inside
+        Job("late", 0, "training", 1, duration_s=1000, priority=1, deadline_s=1400),  # ends 1500 > 1400: 0
+        Job("s1", 100, "realtime_inference", 1, duration_s=2000, priority=8, max_wait_s=120),  # 850 s served
+        Job("s2", 100, "realtime_inference", 1, duration_s=2000, priority=8, max_wait_s=120),  # late start: 0
+    )
+    outcomes = {
+        "b1": Outcome("b1", "h100", 0, 100, 300),
+        "b2": Outcome("b2", "h100", 0, 0, 300),
+        "g": Outcome("g", "h100", 0, 600, None),
+        "late": Outcome("late", "h100", 0, 1000, None),
+        "s1": Outcome("s1", "h100", 100, 150, None),
+        "s2": Outcome("s2", "h100", 100, 400, None),
+    }
+    m = evaluate(SimResult("hand", cluster, jobs, 1000.0, outcomes))
+    assert m.weighted_goodput == pytest.approx(3 * 2 * 400 + 5 * 4 * 1600 * 0.5 + 8 * 850)
+    # The completion-based measure has the cliff: the gang that is half done counts nothing.
+    assert m.weighted_output == pytest.approx(3 * 2 * 400 + 8 * 850)
