@@ -13,9 +13,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from airflow_gpu_scheduler.core.benchmark import ScenarioReport, run_benchmark, schedule_rows
+from airflow_gpu_scheduler.core.benchmark import ScenarioReport, run_benchmark, schedule_rows, summarize
 from airflow_gpu_scheduler.core.policies import POLICY_NAMES
-from airflow_gpu_scheduler.core.scenarios import SCENARIOS, Scenario, make_scenario
+from airflow_gpu_scheduler.core.report import markdown, print_summary
+from airflow_gpu_scheduler.core.scenarios import SCENARIOS, Scenario, make_scenario, with_sampled_estimates
 from airflow_gpu_scheduler.core.workload import split_valid
 from airflow_gpu_scheduler.core.workload_files import WorkloadFileError, read_cluster, read_jobs, write_schedule
 
@@ -38,6 +39,25 @@ def _scenarios(value: str) -> list[str]:
     return names
 
 
+def _seeds(value: str) -> list[int]:
+    """``0-4``, ``0,3,7`` or ``0-4,100-102`` -> seeds in the order given, each once."""
+    seeds: list[int] = []
+    try:
+        for part in (p.strip() for p in value.split(",")):
+            if not part:
+                continue
+            lo, _, hi = part.partition("-")
+            first, last = int(lo), int(hi) if hi else int(lo)
+            if first < 0 or last < first:
+                raise ValueError
+            seeds += [s for s in range(first, last + 1) if s not in seeds]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds must look like 0-4 or 0,3,7 (non-negative), got {value!r}") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"--seeds names no seed: {value!r}")
+    return seeds
+
+
 def _sizes(value: str) -> list[int]:
     try:
         sizes = [int(v) for v in value.split(",") if v.strip()]
@@ -58,10 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--schedule", type=Path, help="write every job's outcome under every policy as CSV here")
         p.add_argument("--plots", type=Path, help="write PNG charts (utilization, Gantt) into this directory")
         p.add_argument("--no-bound", action="store_true", help="skip the upper-bound LP")
+        p.add_argument("--markdown", type=Path, help="write the summary as a Markdown table here")
 
     bench = sub.add_parser("bench", help="run the seven scenarios side by side")
     bench.add_argument("--scenarios", type=_scenarios, default=list(SCENARIOS), help="all or comma-separated")
-    bench.add_argument("--seed", type=int, default=0)
+    seeds = bench.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=int, help="one seed (default 0)")
+    seeds.add_argument("--seeds", type=_seeds, help="several seeds, run in parallel processes: 0-4 or 0,3,7")
     bench.add_argument("--quick", action="store_true", help="smaller scenarios, same shapes (CI)")
     outputs(bench)
 
@@ -69,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--jobs", type=Path, required=True, help="jobs CSV")
     replay.add_argument("--cluster", type=Path, required=True, help="cluster JSON")
     replay.add_argument("--horizon-s", type=float, help="evaluation window (default: last submit + longest job)")
+    replay.add_argument("--seeds", type=_seeds, help="re-sample the estimate errors (~20 %% log-normal) of jobs whose "
+                        "file gives no estimate_s, once per seed; the file's own estimates are kept")
     outputs(replay)
 
     scale = sub.add_parser("scale", help="plan one cycle of growing queues: time, model size, gap to the LP bound")
@@ -93,28 +118,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _scale(args)
     try:
         if args.command == "bench":
-            scenarios = [make_scenario(name, seed=args.seed, quick=args.quick) for name in args.scenarios]
+            seeds = args.seeds or [args.seed if args.seed is not None else 0]
+            scenarios = [make_scenario(name, seed=seed, quick=args.quick) for name in args.scenarios for seed in seeds]
         else:
-            scenarios = [_replay_scenario(args)]
+            scenarios = _replay_scenarios(args)
     except WorkloadFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     started = time.perf_counter()
     reports = _run_with_progress(scenarios, args.policies, not args.no_bound)
     elapsed = time.perf_counter() - started
-    print_table(reports, args.policies)
-    print(f"\n{len(scenarios)} scenario(s) x {len(args.policies)} policies in {elapsed:.0f} s")
+    summaries = summarize(reports)
+    print_summary(summaries)
+    print(f"\n{len(scenarios)} scenario run(s) x {len(args.policies)} policies in {elapsed:.0f} s")
     if args.json:
-        data = {"scenarios": {r.scenario.name: r.as_dict() for r in reports}, "elapsed_s": round(elapsed, 1)}
+        data = {"summary": {s.name: s.as_dict() for s in summaries},
+                "runs": [{"scenario": r.scenario.name, **r.as_dict()} for r in reports],
+                "elapsed_s": round(elapsed, 1)}
         args.json.write_text(json.dumps(data, indent=2))
         print(f"JSON: {args.json}")
+    if args.markdown:
+        args.markdown.write_text(markdown(summaries))
+        print(f"Markdown: {args.markdown}")
     if args.schedule:
         write_schedule(schedule_rows(reports), args.schedule)
         print(f"schedule: {args.schedule}")
     if args.plots:
         from airflow_gpu_scheduler.core.plots import write_plots
 
-        for path in write_plots(reports, args.plots):
+        # Charts of the first seed only: one utilization curve and Gantt per scenario stay readable.
+        first = [r for r in reports if r.scenario.seed == reports[0].scenario.seed]
+        for path in write_plots(first, args.plots):
             print(f"plot: {path}")
     return 0
 
@@ -152,7 +186,7 @@ def _scale(args: argparse.Namespace) -> int:
     return 0
 
 
-def _replay_scenario(args: argparse.Namespace) -> Scenario:
+def _replay_scenarios(args: argparse.Namespace) -> list[Scenario]:
     cluster = read_cluster(args.cluster)
     jobs, errors = split_valid(read_jobs(args.jobs), cluster)
     for error in errors:
@@ -160,7 +194,10 @@ def _replay_scenario(args: argparse.Namespace) -> Scenario:
     if not jobs:
         raise WorkloadFileError(str(args.jobs), None, None, "no valid job to replay")
     horizon = args.horizon_s or max(j.submit_s for j in jobs) + max(j.duration_s or 0.0 for j in jobs)
-    return Scenario("replay", f"replay of {args.jobs}", cluster, tuple(jobs), horizon)
+    scenario = Scenario("replay", f"replay of {args.jobs}", cluster, tuple(jobs), horizon)
+    if not args.seeds:
+        return [scenario]
+    return [with_sampled_estimates(scenario, seed) for seed in args.seeds]
 
 
 def _run_with_progress(scenarios: list[Scenario], policies: list[str], with_bound: bool) -> list[ScenarioReport]:
@@ -175,54 +212,6 @@ def _run_with_progress(scenarios: list[Scenario], policies: list[str], with_boun
             progress.update(task, advance=1, description=f"done: {label}")
 
         return run_benchmark(scenarios, policies, with_bound=with_bound, on_done=done)
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def print_table(reports: Sequence[ScenarioReport], policies: Sequence[str]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="GPU scheduling policies, same cluster and workload (window [0, horizon])")
-    for col in ("scenario", "policy", "util", "weighted out", "vs fifo", "vs best other", "% of bound",
-                "stream p95 wait s", "deadline hit", "max wait h", "plan p95 s"):
-        table.add_column(col, justify="left" if col in ("scenario", "policy") else "right")
-    for report in reports:
-        fifo = report.metrics.get("fifo")
-        best = report.best_other()
-        for i, (name, m) in enumerate(report.metrics.items()):
-            vs_fifo = vs_best = ""
-            if name == "milp" and fifo is not None:
-                vs_fifo = (f"{(m.utilization - fifo.utilization) * 100:+.1f} pt / "
-                           f"{_pct(m.weighted_output, fifo.weighted_output)}")
-            if name == "milp" and best is not None:
-                vs_best = (f"{best[0]}: {(m.utilization - best[1].utilization) * 100:+.1f} pt / "
-                           f"{_pct(m.weighted_output, best[1].weighted_output)}")
-            of_bound = (f"{m.weighted_output / report.upper_bound * 100:.1f}%" if report.upper_bound else "-")
-            table.add_row(
-                report.scenario.name if i == 0 else "", name, f"{m.utilization:.3f}",
-                f"{m.weighted_output:,.0f}", vs_fifo, vs_best, of_bound,
-                _fmt(m.streaming_p95_wait_s, ".0f"), _fmt(m.deadline_hit_rate, ".2f"),
-                _fmt(None if m.max_wait_s is None else m.max_wait_s / 3600, ".1f"), _fmt(m.plan_p95_s, ".2f"),
-            )
-        closing = ""
-        if report.upper_bound and best is not None and "milp" in report.metrics:
-            room = report.upper_bound - best[1].weighted_output
-            gained = report.metrics["milp"].weighted_output - best[1].weighted_output
-            closing = f"closes {gained / room * 100:.0f}% of best->bound" if room > 0 else "best already at bound"
-        sc = report.scenario
-        table.add_row("", f"[dim]{len(sc.jobs)} jobs, {sc.cluster.total_gpus} GPUs, load {sc.offered_load:.2f}, "
-                          f"bound {_fmt(report.upper_bound, ',.0f')}; {closing}[/dim]", *[""] * 9,
-                      end_section=True)
-    Console(width=200).print(table)
-
-
-def _pct(ours: float, theirs: float) -> str:
-    if theirs <= 0:
-        return "n/a" if ours <= 0 else "+inf%"
-    return f"{(ours / theirs - 1) * 100:+.1f}%"
 
 
 if __name__ == "__main__":

@@ -1,15 +1,19 @@
 """Run policies side by side on scenarios (or a replayed workload) and compare them.
 
-Each (scenario, policy) simulation and each scenario's upper bound is one task;
-tasks run in a small process pool so the benchmark uses both cores. Results are
-plain data: metrics per policy, every job's outcome, and the bound.
+Each (scenario, seed, policy) simulation and each scenario's upper bound is one
+task; tasks run in a small process pool so the benchmark uses every core. Results
+are plain data: metrics per policy, every job's outcome, and the bound; and, over
+several seeds, the spread of every metric and how ``milp`` fared against the best
+other policy run by run (one seed can be won by luck, several rarely are).
 """
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+import statistics
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
@@ -20,21 +24,31 @@ from airflow_gpu_scheduler.core.scenarios import Scenario
 from airflow_gpu_scheduler.core.simulate import Outcome, simulate
 
 
+#: The metric the policies are ranked by: priority-weighted work done inside the window.
+RANKING_METRIC = "weighted_goodput"
+#: Not a competitor: it knows every arrival and actual duration in advance (a yardstick).
+YARDSTICKS = ("clairvoyant",)
+
+
 @dataclass
 class ScenarioReport:
+    """One scenario at one seed: every policy's metrics and outcomes, and the bound."""
+
     scenario: Scenario
     upper_bound: float | None = None
     bound_slot_s: float | None = None
     metrics: dict[str, PolicyMetrics] = field(default_factory=dict)
     outcomes: dict[str, dict[str, Outcome]] = field(default_factory=dict)
 
-    def best_other(self, ours: str = "milp") -> tuple[str, PolicyMetrics] | None:
-        others = [(name, m) for name, m in self.metrics.items() if name not in (ours, "fifo")]
-        return max(others, key=lambda item: item[1].weighted_output, default=None)
+    def best_other(self, ours: str = "milp", metric: str = RANKING_METRIC) -> tuple[str, PolicyMetrics] | None:
+        """The best policy other than ``ours`` (and the yardsticks) by ``metric``."""
+        others = [(name, m) for name, m in self.metrics.items() if name != ours and name not in YARDSTICKS]
+        return max(others, key=lambda item: getattr(item[1], metric), default=None)
 
     def as_dict(self) -> dict[str, object]:
         sc = self.scenario
         return {
+            "seed": sc.seed,
             "horizon_s": sc.horizon_s,
             "gpus": sc.cluster.total_gpus,
             "jobs": len(sc.jobs),
@@ -46,14 +60,18 @@ class ScenarioReport:
         }
 
 
-def _simulate_task(scenario: Scenario, policy: str) -> tuple[str, str, PolicyMetrics, dict[str, Outcome]]:
-    result = simulate(scenario.cluster, scenario.jobs, make_policy(policy), scenario.horizon_s)
-    return scenario.name, policy, evaluate(result), result.outcomes
+def _key(scenario: Scenario) -> tuple[str, int | None]:
+    return scenario.name, scenario.seed
 
 
-def _bound_task(scenario: Scenario) -> tuple[str, float, float]:
+def _simulate_task(scenario: Scenario, policy: str) -> tuple[tuple, str, PolicyMetrics, dict[str, Outcome]]:
+    result = simulate(scenario.cluster, scenario.jobs, make_policy(policy, scenario=scenario), scenario.horizon_s)
+    return _key(scenario), policy, evaluate(result), result.outcomes
+
+
+def _bound_task(scenario: Scenario) -> tuple[tuple, float, float]:
     bound = upper_bound(scenario.cluster, scenario.jobs, scenario.horizon_s)
-    return scenario.name, bound.value, bound.slot_s
+    return _key(scenario), bound.value, bound.slot_s
 
 
 def run_benchmark(
@@ -65,10 +83,13 @@ def run_benchmark(
     on_done: Callable[[str], None] | None = None,
 ) -> list[ScenarioReport]:
     """Simulate every policy on every scenario; ``on_done`` is called after each task (progress)."""
-    reports = {sc.name: ScenarioReport(sc) for sc in scenarios}
-    workers = workers or min(2, os.cpu_count() or 1)
-    # The slow tasks (milp, bounds) first, so the pool stays busy to the end.
-    tasks = [(sc, p) for p in sorted(policies, key=lambda p: p != "milp") for sc in scenarios]
+    reports = {_key(sc): ScenarioReport(sc) for sc in scenarios}
+    if len(reports) != len(scenarios):
+        raise ValueError("each (scenario, seed) may be run only once per benchmark")
+    workers = workers or os.cpu_count() or 1
+    # The slow tasks (milp, the yardstick, bounds) first, so the pool stays busy to the end.
+    slow = {"milp": 0, "clairvoyant": 1}
+    tasks = [(sc, p) for p in sorted(policies, key=lambda p: slow.get(p, 2)) for sc in scenarios]
     # Fresh worker processes, not forks: HiGHS keeps a thread pool per process, and a child forked
     # from a parent that already solved something inherits a pool without threads and spins forever.
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -81,25 +102,135 @@ def run_benchmark(
         for future in as_completed(futures):
             value = future.result()
             if len(value) == 4:
-                name, policy, metrics, outcomes = value
-                reports[name].metrics[policy] = metrics
-                reports[name].outcomes[policy] = outcomes
+                key, policy, metrics, outcomes = value
+                reports[key].metrics[policy] = metrics
+                reports[key].outcomes[policy] = outcomes
             else:
-                name, bound, slot = value
-                reports[name].upper_bound, reports[name].bound_slot_s = bound, slot
+                key, bound, slot = value
+                reports[key].upper_bound, reports[key].bound_slot_s = bound, slot
             if on_done:
                 on_done(futures[future])
     ordered = []
     for sc in scenarios:
-        report = reports[sc.name]
+        report = reports[_key(sc)]
         report.metrics = {p: report.metrics[p] for p in policies}
         ordered.append(report)
     return ordered
 
 
 def schedule_rows(reports: Sequence[ScenarioReport]):
-    """(policy, job_id, gpu_type, submit, start, end, scenario) for every job under every policy."""
+    """(policy, job_id, gpu_type, submit, start, end, scenario, seed) for every job under every policy."""
     for report in reports:
         for policy, outcomes in report.outcomes.items():
             for o in outcomes.values():
-                yield policy, o.job_id, o.gpu_type, o.submit_s, o.start_s, o.end_s, report.scenario.name
+                yield (policy, o.job_id, o.gpu_type, o.submit_s, o.start_s, o.end_s, report.scenario.name,
+                       report.scenario.seed)
+
+
+# --------------------------------------------------------------------------- over seeds
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A metric over runs: mean, sample standard deviation, lowest and highest."""
+
+    mean: float
+    sd: float
+    low: float
+    high: float
+    n: int
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Spread | None:
+        xs = [float(v) for v in values if v is not None and math.isfinite(v)]
+        if not xs:
+            return None
+        sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+        return cls(statistics.fmean(xs), sd, min(xs), max(xs), len(xs))
+
+    def as_dict(self) -> dict[str, float]:
+        return {"mean": self.mean, "sd": self.sd, "low": self.low, "high": self.high, "n": self.n}
+
+
+#: Metrics summarized over seeds (PolicyMetrics fields that are numbers).
+SUMMARY_METRICS = ("utilization", "weighted_goodput", "weighted_output", "streaming_p95_wait_s",
+                   "deadline_hit_rate", "max_wait_s", "plan_p95_s")
+
+
+@dataclass(frozen=True)
+class Versus:
+    """``ours`` against the best other policy over the runs (seeds) of one scenario.
+
+    ``mean_delta_pct``: ours' mean against the mean of the policy whose mean is best;
+    ``wins``: runs where ours scored at least the best other policy *of that run*;
+    ``worst_delta_pct``: the run where ours fared worst against that run's best other.
+    """
+
+    best_by_mean: str
+    mean_delta_pct: float
+    wins: int
+    runs: int
+    worst_delta_pct: float
+    worst_seed: int | None
+
+
+def pct(ours: float, theirs: float) -> float:
+    """Relative difference in percent (0 when both are 0; +inf when only ours scored)."""
+    if theirs <= 0:
+        return 0.0 if ours <= 0 else math.inf
+    return (ours / theirs - 1.0) * 100.0
+
+
+@dataclass
+class ScenarioSummary:
+    """One scenario over every seed run: spreads per policy and metric, and how ``ours`` compares."""
+
+    name: str
+    runs: list[ScenarioReport]
+    spreads: dict[str, dict[str, Spread | None]]
+    versus: Versus | None
+    #: (ours - best other) / (clairvoyant - best other), on the means; None without the yardstick.
+    closes_to_clairvoyant: float | None
+    upper_bound: Spread | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "runs": len(self.runs),
+            "seeds": [r.scenario.seed for r in self.runs],
+            "policies": {p: {m: (s.as_dict() if s else None) for m, s in ms.items()} for p, ms in self.spreads.items()},
+            "versus_best_other": None if self.versus is None else self.versus.__dict__,
+            "closes_to_clairvoyant": self.closes_to_clairvoyant,
+            "upper_bound": None if self.upper_bound is None else self.upper_bound.as_dict(),
+        }
+
+
+def summarize(reports: Sequence[ScenarioReport], ours: str = "milp",
+              metric: str = RANKING_METRIC) -> list[ScenarioSummary]:
+    """Group runs by scenario (in first-seen order) and summarize each over its seeds."""
+    groups: dict[str, list[ScenarioReport]] = {}
+    for report in reports:
+        groups.setdefault(report.scenario.name, []).append(report)
+    out = []
+    for name, runs in groups.items():
+        policies = list(runs[0].metrics)
+        spreads = {p: {m: Spread.of(getattr(r.metrics[p], m) for r in runs if p in r.metrics)
+                       for m in SUMMARY_METRICS} for p in policies}
+        versus = closes = None
+        others = [p for p in policies if p != ours and p not in YARDSTICKS]
+        if ours in policies and others:
+            mean = {p: spreads[p][metric].mean if spreads[p][metric] else 0.0 for p in policies}
+            best = max(others, key=lambda p: mean[p])
+            deltas = []
+            for r in runs:
+                rival = r.best_other(ours, metric)
+                if rival is not None and ours in r.metrics:
+                    deltas.append((pct(getattr(r.metrics[ours], metric), getattr(rival[1], metric)), r.scenario.seed))
+            worst = min(deltas, default=(0.0, None))
+            versus = Versus(best, pct(mean[ours], mean[best]), sum(d >= -1e-9 for d, _ in deltas), len(deltas),
+                            worst[0], worst[1])
+            if "clairvoyant" in policies:
+                room = mean["clairvoyant"] - mean[best]
+                closes = (mean[ours] - mean[best]) / room if room > 0 else None
+        bound = Spread.of(r.upper_bound for r in runs if r.upper_bound is not None)
+        out.append(ScenarioSummary(name, runs, spreads, versus, closes, bound))
+    return out

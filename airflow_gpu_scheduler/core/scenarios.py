@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, JobKind
 
@@ -27,6 +27,8 @@ class Scenario:
     cluster: Cluster
     jobs: tuple[Job, ...]
     horizon_s: float
+    #: The generator's seed (None: not generated, e.g. a replayed file).
+    seed: int | None = None
 
     @property
     def offered_load(self) -> float:
@@ -55,7 +57,7 @@ class _Builder:
             declared: bool = True, max_wait_s: float | None = None) -> Job:
         estimate = None
         if declared:
-            estimate = round(duration_s * math.exp(self.rng.gauss(0.0, 0.2)), 1)
+            estimate = round(duration_s * math.exp(self.rng.gauss(0.0, ESTIMATE_ERROR_SIGMA)), 1)
         job = Job(
             job_id=f"{kind.value[:5]}-{len(self.jobs):04d}", submit_s=round(submit_s, 1), kind=kind, gpus=gpus,
             duration_s=duration_s, estimate_s=estimate, priority=priority, gpu_types=gpu_types,
@@ -281,6 +283,28 @@ SCENARIOS: dict[str, Callable[..., Scenario]] = {
 
 def make_scenario(name: str, seed: int = 0, quick: bool = False) -> Scenario:
     try:
-        return SCENARIOS[name](seed=seed, quick=quick)
+        make = SCENARIOS[name]
     except KeyError:
         raise ValueError(f"unknown scenario {name!r}; expected one of {', '.join(SCENARIOS)}") from None
+    return replace(make(seed=seed, quick=quick), seed=seed)
+
+
+#: Log-normal sigma of the declared estimates' error (about 20 %), in the scenarios and in replays.
+ESTIMATE_ERROR_SIGMA = 0.2
+
+
+def with_sampled_estimates(scenario: Scenario, seed: int) -> Scenario:
+    """The scenario with an estimate drawn for every job that has none (duration x log-normal error).
+
+    A replayed file usually carries actual durations only; drawing the estimates' error
+    per seed lets one workload be judged over several draws of what teams would declare,
+    so a result does not hinge on one lucky set of estimates. Estimates the file gives
+    are kept.
+    """
+    rng = random.Random(f"{scenario.name}:estimates:{seed}")
+    jobs = []
+    for job in scenario.jobs:
+        if job.estimate_s is None and job.duration_s is not None:
+            job = job.with_estimate(round(max(1.0, job.duration_s * math.exp(rng.gauss(0.0, ESTIMATE_ERROR_SIGMA))), 1))
+        jobs.append(job)
+    return replace(scenario, jobs=tuple(jobs), seed=seed)

@@ -21,7 +21,7 @@ from airflow_gpu_scheduler.core.workload import Cluster, Job, JobKind, WorkloadE
 
 REQUIRED_COLUMNS = ("job_id", "submit_s", "kind", "gpus", "duration_s")
 OPTIONAL_COLUMNS = ("estimate_s", "priority", "gpu_types", "deadline_s", "group", "max_wait_s")
-SCHEDULE_COLUMNS = ("policy", "job_id", "gpu_type", "submit_s", "start_s", "end_s", "scenario")
+SCHEDULE_COLUMNS = ("policy", "job_id", "gpu_type", "submit_s", "start_s", "end_s", "scenario", "seed")
 
 
 class WorkloadFileError(ValueError):
@@ -143,15 +143,15 @@ def _blank(value: float | None) -> str:
     return "" if value is None else repr(value)
 
 
-def write_schedule(rows: Iterable[tuple[str, str, str | None, float, float | None, float | None, str]],
+def write_schedule(rows: Iterable[tuple[str, str, str | None, float, float | None, float | None, str, int | None]],
                    path: str | Path) -> None:
     """Every job's outcome under every policy, so anyone can recompute the metrics.
 
     Columns: policy, job_id, gpu_type, submit_s, start_s (empty: never started), end_s
-    (empty: not finished by the horizon), scenario.
+    (empty: not finished by the horizon), scenario, seed (empty: a replay without seeds).
     """
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(SCHEDULE_COLUMNS)
-        for policy, job_id, gpu_type, submit, start, end, scenario in rows:
-            writer.writerow([policy, job_id, gpu_type or "", submit, _blank(start), _blank(end), scenario])
+        for policy, job_id, gpu_type, submit, start, end, scenario, seed in rows:
+            writer.writerow([policy, job_id, gpu_type or "", submit, _blank(start), _blank(end), scenario, _blank(seed)])

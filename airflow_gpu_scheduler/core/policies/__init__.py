@@ -11,8 +11,8 @@ from airflow_gpu_scheduler.core.policies.milp import MilpPolicy
 POLICY_NAMES = ("fifo", "airflow", "backfill", "milp")
 
 
-def make_policy(name: str, **milp_options) -> Policy:
-    """A fresh policy by its benchmark name."""
+def make_policy(name: str, scenario=None, **milp_options) -> Policy:
+    """A fresh policy by its benchmark name (``scenario``: only the clairvoyant yardstick reads it)."""
     if name == "fifo":
         return FifoPolicy()
     if name == "airflow":
