@@ -43,9 +43,13 @@ def stats():
     return Stats
 
 
-def gpus_busy(running: Iterable[Any]) -> dict[str, int]:
-    """GPUs held per GPU type by running task instances (their ``pool`` and ``pool_slots``)."""
-    busy: dict[str, int] = {}
+def gpus_busy(running: Iterable[Any], gpu_types: Iterable[str] = ()) -> dict[str, int]:
+    """GPUs held per GPU type by running task instances (their ``pool`` and ``pool_slots``).
+
+    Every type in ``gpu_types`` is reported, idle ones as 0: a StatsD gauge keeps its last value,
+    so a type that goes idle must say so.
+    """
+    busy: dict[str, int] = dict.fromkeys(gpu_types, 0)
     for ti in running:
         gpu_type = gpu_type_of_pool(ti.pool)
         if gpu_type:

@@ -115,6 +115,8 @@ def _own_type_url(conn: ConnectionLike, query: Mapping[str, Any]) -> URL:
             raise MetadataConnectionError(
                 f"connection {conn.conn_id!r}: no Host, and Schema {conn.schema!r} is not a SQLite file's absolute "
                 "path; give Host as driver://host, e.g. postgresql+psycopg2://db.example.com")
+    # ``postgres://`` is what Airflow itself writes and SQLAlchemy 2 refuses.
+    driver = _DRIVER_OF_TYPE.get(driver, driver)
     if driver.startswith("sqlite"):
         if not conn.schema:
             raise MetadataConnectionError(f"connection {conn.conn_id!r}: SQLite needs the file's absolute path in Schema")

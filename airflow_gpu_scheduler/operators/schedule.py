@@ -151,7 +151,7 @@ def schedule_cycle(
             log.info("No GPU work is waiting for a plan; nothing changed.")
         return {"plan_id": None, "noop": True, "now_s": snapshot.now_s, "waiting": 0,
                 "running": len(snapshot.running), "due": [], "held": 0, "rejected": {},
-                "gpus_busy": gpus_busy(snapshot.running)}
+                "gpus_busy": gpus_busy(snapshot.running, (t.name for t in cluster.gpu_types))}
 
     workload = build_workload(snapshot, cluster)
     for job_id, detail in workload.rejection_fields.items():
@@ -198,7 +198,7 @@ def schedule_cycle(
         "moved": len(result.moved),
         "skipped": list(result.skipped),
         "predicted": predicted,
-        "gpus_busy": gpus_busy(snapshot.running),
+        "gpus_busy": gpus_busy(snapshot.running, (t.name for t in cluster.gpu_types)),
     }
     if log:
         log.info("Plan %s (%s, %s): %d waiting, %d running, %d due now (%s), %d held, %d rejected; pools %s",
