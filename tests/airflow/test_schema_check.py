@@ -15,7 +15,7 @@ from metadata_seed import Seeder
 from sqlalchemy import DDL, create_engine, select
 
 import airflow_gpu_scheduler.operators.fail_open as watchdog
-import airflow_gpu_scheduler.schema_check as schema_check
+from airflow_gpu_scheduler import schema_check
 from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.models import plan_table
@@ -100,9 +100,9 @@ def test_a_column_only_the_planner_reads_leaves_the_work_to_fail_open(hook, seed
 
 
 def test_missing_plan_tables_say_to_run_db_migrate(hook, metadata_url):
-    with renamed(metadata_url, "gpu_sched_plan_job", "reason_code"):
-        with pytest.raises(UnsupportedSchemaError, match="gpu_sched_plan_job.reason_code"):
-            check_metadata_schema(hook)
+    with renamed(metadata_url, "gpu_sched_plan_job", "reason_code"), pytest.raises(
+            UnsupportedSchemaError, match="gpu_sched_plan_job.reason_code"):
+        check_metadata_schema(hook)
     engine = create_engine(metadata_url)
     try:
         with engine.begin() as conn:

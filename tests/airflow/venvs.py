@@ -17,9 +17,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "airflow-gpu-scheduler" / "venvs"
