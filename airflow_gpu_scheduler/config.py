@@ -55,8 +55,8 @@ OPTIONS: tuple[Option, ...] = (
            "Finished GPU task instances read each cycle to learn missing estimates and to size the streaming "
            "reservation."),
     Option("plan_retention_days", "float", "30",
-           "Stored plans (``gpu_sched_plan`` and ``gpu_sched_plan_job``) older than this many days are pruned, "
-           "so plan storage stays bounded.", "7"),
+           "How many days stored plans (``gpu_sched_plan`` and ``gpu_sched_plan_job``) are kept, so plan "
+           "storage stays bounded.", "7"),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}
 
