@@ -110,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "plots", None):
+        from airflow_gpu_scheduler.core.plots import matplotlib_missing
+
+        if missing := matplotlib_missing():  # say so before minutes of benchmarking, not after
+            print(f"error: {missing}", file=sys.stderr)
+            return 2
     if args.command == "demo":
         from airflow_gpu_scheduler import demo
 

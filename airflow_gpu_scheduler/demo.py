@@ -28,11 +28,12 @@ from sqlalchemy import bindparam, create_engine, text
 
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL
 from airflow_gpu_scheduler.embedded import EmbeddedAirflow, free_port
+from airflow_gpu_scheduler.examples import example_dags_folder
 from airflow_gpu_scheduler.hooks.metadata import to_epoch
 
 GPUS = 4
 CLUSTER = {"gpu_types": {"h100": {"count": GPUS, "speed": 1.0}}}
-SOURCE_DAGS = Path(__file__).resolve().parents[1] / "dags"
+SOURCE_DAGS = example_dags_folder()
 WORKLOAD_DAGS = ["example_gpu_quantization", "example_gpu_batch_inference", "example_gpu_training",
                  "example_gpu_realtime_inference"]
 #: (seconds after the first submission, DAG): small jobs first, the big gang and a burst later.
@@ -114,8 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if not (SOURCE_DAGS / "gpu_scheduler.py").exists():
-        _say(f"error: the DAGs folder {SOURCE_DAGS} is missing; run the demo from a source checkout "
-             "installed with 'pip install -e .'")
+        _say(f"error: the shipped DAGs are missing from {SOURCE_DAGS}; reinstall airflow-gpu-scheduler")
         return 2
     home = Path(args.home).resolve()
     shutil.rmtree(home, ignore_errors=True)
@@ -125,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     af = EmbeddedAirflow(home, home / "dags", port=_port(args.port), extra_env={
         "AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps(CLUSTER),
+        # The demo's jobs run for seconds, not hours: a 10 s grid near now, plans every 5 s.
+        "AIRFLOW__GPU_SCHEDULER__PLANNING_STEP_S": "10", "AIRFLOW__GPU_SCHEDULER__PLANNING_HORIZON_S": "7200",
+        "AIRFLOW__GPU_SCHEDULER__PLANNING_BUDGET_S": "5", "AIRFLOW__GPU_SCHEDULER__CYCLE_INTERVAL_S": "5",
         # Nothing runs until the demo says so: first Airflow alone, then the planner.
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
     })

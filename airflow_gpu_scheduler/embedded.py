@@ -98,12 +98,13 @@ class EmbeddedAirflow:
         return make_url(self.database_url)
 
     def metadata_connection_json(self) -> str:
-        """The ``gpu_scheduler_metadata`` connection for this database, as Airflow connection JSON."""
+        """The ``gpu_scheduler_metadata`` connection for this database, as Airflow connection JSON (the provider's type)."""
         url = self.sqlalchemy_url
         if url.get_backend_name() == "sqlite":
-            return json.dumps({"conn_type": "sqlite", "host": url.database})
-        return json.dumps({"conn_type": "postgres", "host": url.host, "port": url.port, "login": url.username,
-                           "password": url.password, "schema": url.database})
+            return json.dumps({"conn_type": "gpu_scheduler_metadata", "schema": url.database})
+        return json.dumps({"conn_type": "gpu_scheduler_metadata", "host": f"{url.drivername}://{url.host}",
+                           "port": url.port, "login": url.username, "password": url.password, "schema": url.database,
+                           "extra": json.dumps(dict(url.query))})
 
     def env(self) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}

@@ -22,9 +22,6 @@ from airflow_gpu_scheduler.core.workload import Cluster, Job, WorkloadError, val
 from airflow_gpu_scheduler.declare import parse_declaration
 from airflow_gpu_scheduler.hooks.metadata import FAIL_OPEN_METHOD, FailOpenState, GpuTaskInstance
 
-#: Default: five runs of the shipped planning DAG (one a minute) without a plan.
-DEFAULT_FAIL_OPEN_AFTER_S = 300.0
-
 
 def fail_open_reason(state: FailOpenState, after_s: float) -> str | None:
     """Why held work must be released now, or ``None`` while the planner is alive (or nothing waits).

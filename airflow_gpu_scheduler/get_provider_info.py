@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from airflow_gpu_scheduler import config
+from airflow_gpu_scheduler.hooks.connection_url import CONN_TYPE, UI_FIELD_BEHAVIOUR
+
+#: The project's home; its README is the documentation.
+PROJECT_URL = "https://github.com/airflow-gpu-scheduler/airflow-gpu-scheduler"
+DOCS_URL = f"{PROJECT_URL}#readme"
+
 
 def get_provider_info() -> dict:
-    """Describe the provider: its hooks, operators, plugin, connection type and DB manager."""
+    """Describe the provider: hooks, operators, connection type, settings, plugin and DB manager."""
     return {
         "package-name": "airflow-gpu-scheduler",
         "name": "GPU Scheduler",
@@ -13,7 +20,7 @@ def get_provider_info() -> dict:
         "integrations": [
             {
                 "integration-name": "GPU Scheduler",
-                "external-doc-url": "https://github.com/",
+                "external-doc-url": DOCS_URL,
                 "tags": ["software"],
             }
         ],
@@ -24,6 +31,20 @@ def get_provider_info() -> dict:
         "hooks": [
             {"integration-name": "GPU Scheduler", "python-modules": ["airflow_gpu_scheduler.hooks.metadata"]}
         ],
+        "connection-types": [
+            {
+                "connection-type": CONN_TYPE,
+                "hook-class-name": "airflow_gpu_scheduler.hooks.metadata.GpuSchedulerMetadataHook",
+                "hook-name": "GPU Scheduler metadata database",
+                # Airflow >= 3.2 reads the form's behaviour from here without importing the hook.
+                "ui-field-behaviour": {
+                    "hidden-fields": UI_FIELD_BEHAVIOUR["hidden_fields"],
+                    "relabeling": UI_FIELD_BEHAVIOUR["relabeling"],
+                    "placeholders": UI_FIELD_BEHAVIOUR["placeholders"],
+                },
+            }
+        ],
+        "config": config.provider_config(),
         "plugins": [
             {"name": "gpu_scheduler", "plugin-class": "airflow_gpu_scheduler.plugins.gpu_schedule.GpuSchedulePlugin"}
         ],

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent set-up for every entry point: a virtualenv with the package and its test extras,
+# Idempotent set-up for every entry point: a virtualenv with the package, its extras and the test tools,
 # and (with --services) what the tests need from the machine: the PostgreSQL server, the Redis broker of
 # the Celery tests, and Debian's chromium for the review page's browser test (Playwright drives it; it
 # never downloads a browser).
@@ -12,7 +12,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
 if [ ! -f "$stamp" ]; then
-  .venv/bin/pip install --quiet -e ".[test]"
+  # The runtime extras the tests exercise, and the test tools (a dependency group: not published).
+  .venv/bin/pip install --quiet --upgrade "pip>=25.1"
+  .venv/bin/pip install --quiet -e ".[postgres,celery,kubernetes,plots]" --group test
   touch "$stamp"
 fi
 

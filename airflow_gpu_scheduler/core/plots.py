@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
 from airflow_gpu_scheduler.core.benchmark import ScenarioReport
+
+#: matplotlib is an optional dependency (with its own dependencies it is large): the ``plots`` extra.
+MISSING_MATPLOTLIB = ("--plots needs matplotlib, which is not installed; install the plots extra: "
+                      "pip install 'airflow-gpu-scheduler[plots]'")
+
+
+def matplotlib_missing() -> str | None:
+    """Why PNG charts cannot be drawn here (the install command to fix it), or ``None`` if they can."""
+    return MISSING_MATPLOTLIB if importlib.util.find_spec("matplotlib") is None else None
 
 KIND_COLORS = {
     "training": "#4C72B0",

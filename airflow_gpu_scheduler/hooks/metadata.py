@@ -25,15 +25,15 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 from sqlalchemy import Column, MetaData, Table, and_, create_engine, func, insert, or_, select, tuple_, update
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from airflow_gpu_scheduler import config
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL, POOL_PREFIX, Assignment, Levers
 from airflow_gpu_scheduler.declare import declarations_from_serialized_dag, default_weights_from_serialized_dag
+from airflow_gpu_scheduler.hooks import connection_url
 from airflow_gpu_scheduler.models import plan_job_table, plan_table
 
-#: How far back finished GPU task instances are read for estimates and the streaming reservation.
-HISTORY_ROWS = 2000
 #: Key of the PostgreSQL advisory lock that lets one planning cycle run at a time ("GPUSCHED").
 PLANNING_LOCK_KEY = 0x4750555343484544
 #: Plan method recorded when held work was handed back to Airflow's own order.
@@ -57,6 +57,8 @@ _dag_run = Table("dag_run", _airflow, *(Column(n) for n in ("dag_id", "run_id", 
 _dag = Table("dag", _airflow, Column("dag_id"), Column("is_paused"))
 _serialized_dag = Table("serialized_dag", _airflow, Column("dag_version_id"), Column("data"), Column("data_compressed"))
 _slot_pool = Table("slot_pool", _airflow, *(Column(n) for n in ("pool", "slots", "description", "include_deferred")))
+#: Airflow's tables and the columns of them the hook reads or writes (checked by ``schema_check``).
+AIRFLOW_TABLES = _airflow
 
 
 class GpuSchedulerMetadataError(RuntimeError):
@@ -177,25 +179,38 @@ class GpuSchedulerMetadataHook(BaseHook):
     """
     Reads GPU work from, and writes plan levers to, Airflow's metadata database.
 
-    The connection may be of type ``postgres`` (built as ``postgresql+psycopg2`` with
-    ``URL.create``; ``Connection.get_uri`` gives ``postgres://``, which SQLAlchemy 2 rejects),
-    ``mysql`` or ``sqlite`` (host or schema is the file path); any type may instead carry a
-    full SQLAlchemy URL in its extra as ``{"sqlalchemy_url": "..."}``.
+    Its connection type is ``gpu_scheduler_metadata``: Host names the SQLAlchemy driver
+    (``postgresql+psycopg2://db.example.com``), Schema the database (SQLite: no Host, Schema is the
+    file's absolute path), extras go to the driver (``sslmode``). ``airflow connections add
+    gpu_scheduler_metadata --conn-uri "gpu-scheduler-metadata://$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"``
+    makes one from Airflow's own database URL. Connections of type ``postgres``, ``mysql``,
+    ``sqlite`` or a driver name (``postgresql+psycopg2``) work too, and any type may carry a full
+    URL in its extra as ``{"sqlalchemy_url": "..."}``; see
+    :mod:`airflow_gpu_scheduler.hooks.connection_url`.
 
     :param gpu_scheduler_conn_id: Airflow connection to the metadata database
-        (default ``gpu_scheduler_metadata``).
+        (default: ``[gpu_scheduler] metadata_conn_id``, ``gpu_scheduler_metadata``).
     :param engine_kwargs: extra keyword arguments for :func:`sqlalchemy.create_engine`.
+    :param history_rows: finished GPU task instances read for estimates
+        (default: ``[gpu_scheduler] history_rows``).
     """
 
     conn_name_attr = "gpu_scheduler_conn_id"
     default_conn_name = "gpu_scheduler_metadata"
-    conn_type = "postgres"
+    conn_type = connection_url.CONN_TYPE
     hook_name = "GPU Scheduler metadata database"
 
-    def __init__(self, gpu_scheduler_conn_id: str = default_conn_name, engine_kwargs: dict | None = None) -> None:
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict:
+        """The connection form: every field applies; labels say the host carries the driver."""
+        return connection_url.UI_FIELD_BEHAVIOUR
+
+    def __init__(self, gpu_scheduler_conn_id: str | None = None, engine_kwargs: dict | None = None,
+                 history_rows: int | None = None) -> None:
         super().__init__()
-        self.gpu_scheduler_conn_id = gpu_scheduler_conn_id
+        self.gpu_scheduler_conn_id = gpu_scheduler_conn_id or config.get_str("metadata_conn_id")
         self.engine_kwargs = engine_kwargs or {}
+        self.history_rows = history_rows or config.get_int("history_rows")
         self._engine: Engine | None = None
         self._declarations: dict[Any, dict[str, Any]] = {}
         self._default_weights: dict[Any, dict[str, int]] = {}
@@ -204,28 +219,10 @@ class GpuSchedulerMetadataHook(BaseHook):
 
     def sqlalchemy_url(self) -> URL:
         """The SQLAlchemy URL of the connection (log it only via ``render_as_string(hide_password=True)``)."""
-        conn = self.get_connection(self.gpu_scheduler_conn_id)
-        extra = conn.extra_dejson or {}
-        if extra.get("sqlalchemy_url"):
-            return make_url(extra["sqlalchemy_url"])
-        conn_type = (conn.conn_type or "").lower()
-        if conn_type in ("postgres", "postgresql"):
-            return URL.create("postgresql+psycopg2", conn.login or None, conn.password or None,
-                              conn.host or None, conn.port or None, conn.schema or None)
-        if conn_type == "mysql":
-            return URL.create("mysql+mysqldb", conn.login or None, conn.password or None,
-                              conn.host or None, conn.port or None, conn.schema or None)
-        if conn_type == "sqlite":
-            path = conn.host or conn.schema
-            if not path:
-                raise GpuSchedulerMetadataError(
-                    f"connection {self.gpu_scheduler_conn_id!r}: a sqlite connection needs the database file path in host"
-                )
-            return URL.create("sqlite", database=path)
-        raise GpuSchedulerMetadataError(
-            f"connection {self.gpu_scheduler_conn_id!r}: unsupported conn_type {conn.conn_type!r}; "
-            "use postgres, mysql or sqlite, or put a full URL in extra as {\"sqlalchemy_url\": ...}"
-        )
+        try:
+            return connection_url.sqlalchemy_url(self.get_connection(self.gpu_scheduler_conn_id))
+        except connection_url.MetadataConnectionError as error:
+            raise GpuSchedulerMetadataError(str(error)) from None
 
     def get_engine(self) -> Engine:
         """The hook's own engine (created once); checks the database is reachable."""
@@ -256,11 +253,15 @@ class GpuSchedulerMetadataHook(BaseHook):
             self._engine = None
 
     def test_connection(self) -> tuple[bool, str]:
+        """The UI's Test button: reach the database and check it is an Airflow schema the provider knows."""
+        from airflow_gpu_scheduler.schema_check import check_metadata_schema
+
         try:
-            self.get_engine()
+            check_metadata_schema(self)
         except GpuSchedulerMetadataError as error:
             return False, str(error)
-        return True, "Connection successfully tested"
+        url = self.get_engine().url.render_as_string(hide_password=True)
+        return True, f"Connection successfully tested: {url} is an Airflow metadata database with the plan tables"
 
     # ------------------------------------------------------------------ collect
 
@@ -290,7 +291,7 @@ class GpuSchedulerMetadataHook(BaseHook):
             .where(ti.c.pool.startswith(POOL_PREFIX, autoescape=True), ti.c.state.in_(("success", "failed")))
             .where(ti.c.end_date.is_not(None), ti.c.start_date.is_not(None))
             .order_by(ti.c.end_date.desc())
-            .limit(HISTORY_ROWS)
+            .limit(self.history_rows)
         )
         try:
             with self.get_engine().connect() as conn:

@@ -8,16 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_gpu_scheduler.cluster_config import CLUSTER_VARIABLE, cluster_from_file, cluster_from_variable
+from airflow_gpu_scheduler import config
+from airflow_gpu_scheduler.cluster_config import cluster_from_file, cluster_from_variable
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL
 from airflow_gpu_scheduler.core.workload import Cluster
-from airflow_gpu_scheduler.fail_open import (
-    DEFAULT_FAIL_OPEN_AFTER_S,
-    fail_open_reason,
-    fail_open_record,
-    fail_open_release,
-)
+from airflow_gpu_scheduler.fail_open import fail_open_reason, fail_open_record, fail_open_release
 from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook
+from airflow_gpu_scheduler.schema_check import FAIL_OPEN, check_metadata_schema
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -53,10 +50,12 @@ class GpuFailOpenOperator(BaseOperator):
     ``gpu_scheduler.fail_open.released`` by the number released), and records a plan row with
     method ``fail_open`` that the UI shows as a banner.
 
-    :param gpu_scheduler_conn_id: connection to Airflow's metadata database.
-    :param fail_open_after_s: how long without a plan (and with work waiting) before releasing.
+    :param gpu_scheduler_conn_id: connection to Airflow's metadata database
+        (default ``[gpu_scheduler] metadata_conn_id``).
+    :param fail_open_after_s: how long without a plan (and with work waiting) before releasing
+        (default ``[gpu_scheduler] fail_open_after_s``).
     :param cluster_file: path of a cluster JSON file (templated); else the Variable is read.
-    :param cluster_variable: Airflow Variable holding the cluster JSON.
+    :param cluster_variable: Airflow Variable holding the cluster JSON (default ``[gpu_scheduler] cluster_variable``).
     """
 
     template_fields: Sequence[str] = ("cluster_file",)
@@ -65,24 +64,24 @@ class GpuFailOpenOperator(BaseOperator):
     def __init__(
         self,
         *,
-        gpu_scheduler_conn_id: str = GpuSchedulerMetadataHook.default_conn_name,
-        fail_open_after_s: float = DEFAULT_FAIL_OPEN_AFTER_S,
+        gpu_scheduler_conn_id: str | None = None,
+        fail_open_after_s: float | None = None,
         cluster_file: str | None = None,
-        cluster_variable: str = CLUSTER_VARIABLE,
+        cluster_variable: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not fail_open_after_s > 0:
+        if fail_open_after_s is not None and not fail_open_after_s > 0:
             raise ValueError(f"fail_open_after_s must be > 0, got {fail_open_after_s!r}")
         self.gpu_scheduler_conn_id = gpu_scheduler_conn_id
-        self.fail_open_after_s = float(fail_open_after_s)
+        self.fail_open_after_s = None if fail_open_after_s is None else float(fail_open_after_s)
         self.cluster_file = cluster_file
         self.cluster_variable = cluster_variable
 
     def load_cluster(self, hook: GpuSchedulerMetadataHook) -> Cluster:
         try:
             return cluster_from_file(self.cluster_file) if self.cluster_file else cluster_from_variable(
-                self.cluster_variable)
+                self.cluster_variable or config.get_str("cluster_variable"))
         except Exception as error:  # a broken config must not keep GPU work held
             plans = hook.get_plans(limit=1)
             if not plans:
@@ -94,8 +93,8 @@ class GpuFailOpenOperator(BaseOperator):
         hook = GpuSchedulerMetadataHook(self.gpu_scheduler_conn_id)
         origin = (context["dag_run"].dag_id, context["dag_run"].run_id) if context.get("dag_run") else (None, None)
         try:
-            return release_if_planner_down(hook, self.fail_open_after_s, lambda: self.load_cluster(hook), origin,
-                                           log=self.log)
+            after_s = self.fail_open_after_s or config.get_float("fail_open_after_s")
+            return release_if_planner_down(hook, after_s, lambda: self.load_cluster(hook), origin, log=self.log)
         finally:
             hook.close()
 
@@ -114,6 +113,7 @@ def release_if_planner_down(
             if log:
                 log.info("A planning cycle holds the planner lock: the planner is alive; nothing to do.")
             return {"action": "locked", "released": 0}
+        check_metadata_schema(hook, FAIL_OPEN)
         state = hook.collect_fail_open_state(now_s)
         if state.last_plan_s is not None:
             _stats().gauge(METRIC_PLAN_AGE, state.now_s - state.last_plan_s)

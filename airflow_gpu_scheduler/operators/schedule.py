@@ -10,13 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_gpu_scheduler.cluster_config import CLUSTER_VARIABLE, cluster_from_file, cluster_from_variable
+from airflow_gpu_scheduler import config
+from airflow_gpu_scheduler.cluster_config import cluster_from_file, cluster_from_variable
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, Levers, levers_for_plan, pool_name
 from airflow_gpu_scheduler.core.planner import MilpPlanner, Plan, PlannerConfig
 from airflow_gpu_scheduler.core.waiting import waiting_reasons
 from airflow_gpu_scheduler.core.workload import Cluster
+from airflow_gpu_scheduler.cycle_metrics import gpus_busy, reported
 from airflow_gpu_scheduler.gpu_work import GpuWorkload, build_workload
 from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook, GpuWorkSnapshot, is_gpu_pool
+from airflow_gpu_scheduler.schema_check import check_metadata_schema
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -36,16 +39,21 @@ class GpuScheduleOperator(BaseOperator):
     (``gpu_sched_plan``, ``gpu_sched_plan_job``); the last cycle's summary is returned (XCom
     ``return_value``). With nothing waiting, a cycle writes nothing.
 
+    Arguments left unset come from the ``[gpu_scheduler]`` settings (``airflow config list
+    --section gpu_scheduler``), read when the task runs.
+
     :param gpu_scheduler_conn_id: connection to Airflow's metadata database
-        (see :class:`~airflow_gpu_scheduler.hooks.metadata.GpuSchedulerMetadataHook`).
+        (see :class:`~airflow_gpu_scheduler.hooks.metadata.GpuSchedulerMetadataHook`;
+        default ``[gpu_scheduler] metadata_conn_id``).
     :param cluster_file: path of a cluster JSON file (templated); if not set, the Airflow
         Variable named by ``cluster_variable`` is read.
-    :param cluster_variable: Airflow Variable holding the cluster JSON (default ``gpu_scheduler_cluster``).
-    :param planner_config: planner knobs (grid step, horizon, HiGHS time limit, gap target).
+    :param cluster_variable: Airflow Variable holding the cluster JSON (default ``[gpu_scheduler] cluster_variable``).
+    :param planner_config: planner knobs (grid step, horizon, HiGHS time limit, gap target); default
+        ``[gpu_scheduler] planning_step_s``, ``planning_horizon_s`` and ``planning_budget_s``.
     :param repeat_for_s: keep planning for this many seconds (0: one cycle), so a DAG
         scheduled every minute can re-plan more often than its schedule (templated, e.g.
         ``"{{ dag_run.conf.get('repeat_for_s', 0) }}"``).
-    :param repeat_every_s: seconds between cycles when repeating.
+    :param repeat_every_s: seconds between cycles when repeating (default ``[gpu_scheduler] cycle_interval_s``).
     """
 
     template_fields: Sequence[str] = ("cluster_file", "repeat_for_s")
@@ -54,21 +62,21 @@ class GpuScheduleOperator(BaseOperator):
     def __init__(
         self,
         *,
-        gpu_scheduler_conn_id: str = GpuSchedulerMetadataHook.default_conn_name,
+        gpu_scheduler_conn_id: str | None = None,
         cluster_file: str | None = None,
-        cluster_variable: str = CLUSTER_VARIABLE,
+        cluster_variable: str | None = None,
         planner_config: PlannerConfig | None = None,
         repeat_for_s: float | str = 0.0,
-        repeat_every_s: float = 10.0,
+        repeat_every_s: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if repeat_every_s <= 0:
+        if repeat_every_s is not None and not repeat_every_s > 0:
             raise ValueError(f"repeat_every_s must be > 0, got {repeat_every_s!r}")
         self.gpu_scheduler_conn_id = gpu_scheduler_conn_id
         self.cluster_file = cluster_file
         self.cluster_variable = cluster_variable
-        self.planner_config = planner_config or PlannerConfig(step_s=60.0)
+        self.planner_config = planner_config
         self.repeat_for_s = repeat_for_s
         self.repeat_every_s = repeat_every_s
 
@@ -76,12 +84,13 @@ class GpuScheduleOperator(BaseOperator):
         """The cluster from ``cluster_file`` if given, else from the Airflow Variable."""
         if self.cluster_file:
             return cluster_from_file(self.cluster_file)
-        return cluster_from_variable(self.cluster_variable)
+        return cluster_from_variable(self.cluster_variable or config.get_str("cluster_variable"))
 
     def execute(self, context: Context) -> dict[str, Any]:
         cluster = self.load_cluster()
         hook = GpuSchedulerMetadataHook(self.gpu_scheduler_conn_id)
-        planner = MilpPlanner(self.planner_config)
+        planner = MilpPlanner(self.planner_config or configured_planner())
+        repeat_every_s = self.repeat_every_s or config.get_float("cycle_interval_s")
         origin = (context["dag_run"].dag_id, context["dag_run"].run_id) if context.get("dag_run") else (None, None)
         try:
             repeat_for_s = float(self.repeat_for_s)
@@ -106,12 +115,18 @@ class GpuScheduleOperator(BaseOperator):
                         return {**locked_out_summary(), "cycles": 0}
                     else:
                         self.log.info("Planner lock busy (the fail-open watchdog or another run); cycle skipped.")
-                if time.monotonic() + self.repeat_every_s > stop_at:
+                if time.monotonic() + repeat_every_s > stop_at:
                     break
-                time.sleep(self.repeat_every_s)
+                time.sleep(repeat_every_s)
         finally:
             hook.close()
         return {**summary, "cycles": cycles}
+
+
+def configured_planner() -> PlannerConfig:
+    """The planner's knobs from ``[gpu_scheduler]`` (grid step, horizon, budget); the rest stay the core's."""
+    return PlannerConfig(step_s=config.get_float("planning_step_s"), horizon_s=config.get_float("planning_horizon_s"),
+                         time_limit_s=config.get_float("planning_budget_s"))
 
 
 def locked_out_summary() -> dict[str, Any]:
@@ -119,6 +134,7 @@ def locked_out_summary() -> dict[str, Any]:
     return {"plan_id": None, "noop": True, "locked_out": True, "waiting": None, "due": [], "held": 0, "rejected": {}}
 
 
+@reported
 def schedule_cycle(
     hook: GpuSchedulerMetadataHook,
     planner: MilpPlanner,
@@ -128,12 +144,14 @@ def schedule_cycle(
     now_s: float | None = None,
 ) -> dict[str, Any]:
     """One cycle: collect, plan, apply, report. Returns the plan summary (JSON-serializable)."""
+    check_metadata_schema(hook)
     snapshot = hook.collect_gpu_work(now_s)
     if snapshot.empty:
         if log:
             log.info("No GPU work is waiting for a plan; nothing changed.")
         return {"plan_id": None, "noop": True, "now_s": snapshot.now_s, "waiting": 0,
-                "running": len(snapshot.running), "due": [], "held": 0, "rejected": {}}
+                "running": len(snapshot.running), "due": [], "held": 0, "rejected": {},
+                "gpus_busy": gpus_busy(snapshot.running, (t.name for t in cluster.gpu_types))}
 
     workload = build_workload(snapshot, cluster)
     for job_id, detail in workload.rejection_fields.items():
@@ -180,6 +198,7 @@ def schedule_cycle(
         "moved": len(result.moved),
         "skipped": list(result.skipped),
         "predicted": predicted,
+        "gpus_busy": gpus_busy(snapshot.running, (t.name for t in cluster.gpu_types)),
     }
     if log:
         log.info("Plan %s (%s, %s): %d waiting, %d running, %d due now (%s), %d held, %d rejected; pools %s",

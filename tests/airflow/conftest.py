@@ -53,3 +53,20 @@ def hook(metadata_url, monkeypatch):
     h.close()
 
 
+
+
+@pytest.fixture(scope="session")
+def distributions(tmp_path_factory):
+    """The sdist and the wheel built from it, once per session."""
+    from venvs import build_distributions
+
+    return build_distributions(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def fresh_venv(distributions):
+    """``bin`` of a virtualenv where the wheel alone was installed (dependencies resolved by pip, no extras)."""
+    from venvs import cached_venv
+
+    with cached_venv("wheel", distributions[0]) as bin_dir:
+        yield bin_dir

@@ -82,9 +82,16 @@ def test_settings_the_end_to_end_test_reuses_are_there_and_point_at_the_compose_
     assert metadata.host == "postgres" and metadata.drivername == "postgresql+psycopg2"
     assert make_url(backend.removeprefix("db+")).host == "postgres"
     # The planner's connection reaches the same database Airflow uses.
-    conn = json.loads(env["AIRFLOW_CONN_GPU_SCHEDULER_METADATA"])
-    assert (conn["host"], conn["login"], conn["password"], conn["schema"]) == (
-        metadata.host, metadata.username, metadata.password, metadata.database)
+    from airflow.models.connection import Connection
+
+    from airflow_gpu_scheduler.hooks.connection_url import CONN_TYPE, sqlalchemy_url
+
+    conn = Connection.from_json(env["AIRFLOW_CONN_GPU_SCHEDULER_METADATA"], conn_id="gpu_scheduler_metadata")
+    assert conn.conn_type == CONN_TYPE
+    url = sqlalchemy_url(conn)
+    assert (url.drivername, url.host, url.username, url.password, url.database) == (
+        metadata.drivername, metadata.host, metadata.username, metadata.password, metadata.database)
+    assert url.port in (metadata.port, 5432)
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].startswith("http://airflow-apiserver:8080/")
 
 

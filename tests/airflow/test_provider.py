@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 from gpu_airflow_support import REPO_DAGS
 
+from airflow_gpu_scheduler.config import OPTIONS
 from airflow_gpu_scheduler.get_provider_info import get_provider_info
 
 
@@ -38,7 +39,7 @@ def test_shipped_dags_import_without_errors():
 
 
 @pytest.mark.airflow
-def test_airflow_lists_the_provider_and_the_plugin(tmp_path):
+def test_airflow_lists_the_provider_its_plugin_hook_and_settings(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__LOAD_EXAMPLES="False",
                PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"])
@@ -50,6 +51,13 @@ def test_airflow_lists_the_provider_and_the_plugin(tmp_path):
 
     assert "airflow-gpu-scheduler" in airflow("providers", "list")
     assert "gpu_scheduler" in airflow("plugins")
+    hooks = [line for line in airflow("providers", "hooks").splitlines() if "gpu_scheduler_metadata" in line]
+    assert len(hooks) == 1 and "GpuSchedulerMetadataHook" in hooks[0] and "airflow-gpu-scheduler" in hooks[0]
+    names = airflow("config", "list", "--section", "gpu_scheduler")
+    assert all(f"# {o.name} =" in names for o in OPTIONS), names
+    env["AIRFLOW__GPU_SCHEDULER__PLANNING_BUDGET_S"] = "7.5"
+    values = airflow("config", "list", "--section", "gpu_scheduler", "--show-values")
+    assert "planning_budget_s = 7.5" in values and "fail_open_after_s = 300.0" in values, values
 
 
 @pytest.mark.airflow
