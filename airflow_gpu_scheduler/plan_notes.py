@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from airflow_gpu_scheduler.core.levers import INTAKE_POOL, gpu_type_of_pool
+from airflow_gpu_scheduler.core.levers import gpu_type_of_pool
 from airflow_gpu_scheduler.core.waiting import clock
 from airflow_gpu_scheduler.hooks.metadata import GpuTaskInstance, TaskInstanceKey
 from airflow_gpu_scheduler.hooks.notes import MARKER, TaskInstanceNotes
@@ -29,6 +29,11 @@ def duration(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds // 60} min {seconds % 60} s"
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def gpu_count(gpus: Any) -> str:
+    """``1 GPU``, ``4 GPUs``."""
+    return f"{gpus} GPU" if gpus == 1 else f"{gpus} GPUs"
 
 
 def private(reason: str, dag_id: str, job_ids: Iterable[str]) -> str:
@@ -45,16 +50,16 @@ def waiting_note(row: Mapping[str, Any], job_ids: Sequence[str] = ()) -> str | N
     reason = private(row.get("reason") or "", row["dag_id"], job_ids)
     gpus = row.get("gpus")
     if decision == "due":
-        return (f"{MARKER} released to {row.get('gpu_type')} (pool {row.get('pool')}, {gpus} GPUs); "
-                "it starts as soon as Airflow's scheduler queues it.")
+        return (f"{MARKER} released to {row.get('gpu_type')} ({gpu_count(gpus)}); it starts when Airflow's "
+                "scheduler queues it.")
     if decision == "held":
-        return (f"{MARKER} held in pool {INTAKE_POOL}. Planned start {clock(row['planned_start_s'])} on "
-                f"{row.get('gpu_type')} ({gpus} GPUs). Waiting because {reason or 'the plan starts it later'}.")
+        return (f"{MARKER} planned start {clock(row['planned_start_s'])} on {row.get('gpu_type')} ({gpu_count(gpus)}); "
+                f"waiting because {reason or 'the plan starts it later'}.")
     if decision == "unplanned":
-        return (f"{MARKER} held in pool {INTAKE_POOL}, not placed in the plan yet. "
-                f"Waiting because {reason or 'no GPU type has room for it within the planning horizon'}.")
+        return (f"{MARKER} not placed in the plan yet; "
+                f"waiting because {reason or 'no GPU type has room for it within the planning horizon'}.")
     if decision == "rejected":
-        return f"{MARKER} cannot be planned, held in pool {INTAKE_POOL} until its declaration is fixed: {reason}"
+        return f"{MARKER} cannot be planned, held until its declaration is fixed: {reason}"
     return None
 
 

@@ -15,7 +15,7 @@ from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.hooks.metadata import TaskInstanceKey
 from airflow_gpu_scheduler.hooks.notes import MARKER, NOTE_LIMIT, PLANNER_USER, gpu_task_notes
 from airflow_gpu_scheduler.operators.schedule import schedule_cycle
-from airflow_gpu_scheduler.plan_notes import duration, private, waiting_note
+from airflow_gpu_scheduler.plan_notes import duration, gpu_count, private, waiting_note
 
 PLANNER = MilpPlanner(PlannerConfig(step_s=60.0, time_limit_s=1.0))
 CLUSTER = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}}})
@@ -83,10 +83,10 @@ def test_held_task_instances_carry_their_plan_and_a_persons_note_is_never_overwr
         if row["decision"] == "held":
             user, content = stored[k]
             assert user == PLANNER_USER and content.startswith(MARKER)
-            assert f"Planned start {clock(row['planned_start_s'])} on h100 ({row['gpus']} GPUs)" in content
-            assert content.endswith(f"Waiting because {row['reason']}."), (content, row["reason"])
+            assert f"planned start {clock(row['planned_start_s'])} on h100 ({gpu_count(row['gpus'])})" in content
+            assert content.endswith(f"; waiting because {row['reason']}."), (content, row["reason"])
         elif row["decision"] == "due":
-            assert "released to h100 (pool gpu_h100" in stored[k][1]
+            assert f"released to h100 ({gpu_count(row['gpus'])})" in stored[k][1]
     assert any(row["decision"] == "held" and row["dag_id"] == "team_a" for row in rows.values()), rows
 
     # The same plan again (same moment, same queue): nothing to write.
