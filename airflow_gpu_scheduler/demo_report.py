@@ -137,12 +137,14 @@ class Line:
 
 
 def _wait(run: RunScore, job: Job, budget_s: float | None = None) -> tuple[str, float]:
+    """A wait as printed, and its printed value. Against a budget it keeps a decimal: 20.4 s is late for 20 s."""
+    digits = 0 if budget_s is None else 1
     wait = run.wait_s(job.job_id)
     if wait is None:  # never started: it waited at least until the window closed, as the benchmark counts it
-        censored = round(run.result.horizon_s - run.outcome(job.job_id).submit_s)
-        return f"{censored}+ s", censored
+        censored = round(run.result.horizon_s - run.outcome(job.job_id).submit_s, digits)
+        return f"{censored:.{digits}f}+ s", censored
     mark = "" if budget_s is None else (" ok" if wait <= budget_s + 1e-6 else " late")
-    return f"{round(wait)} s{mark}", round(wait)
+    return f"{wait:.{digits}f} s{mark}", round(wait, digits)
 
 
 def lines(alone: RunScore, planned: RunScore, sim_airflow: RunScore, sim_milp: RunScore) -> list[Line]:
@@ -293,6 +295,10 @@ def why_alone_is_ahead(alone: RunScore, planned: RunScore, trace: PlanTrace, row
         detail = []
         if reason:
             detail.append(f"the plan held it: {reason}")
+        kept = max((n for at, n in trace.streaming_slots if at <= endpoint_submit(planned)), default=0)
+        if not kept:
+            detail.append("no GPU was reserved for real-time inference yet (the reservation is learned from "
+                          "endpoints that ran before, and none had)")
         if released is not None and rt_planned is not None:
             start = planned.outcome(endpoint.job_id).start_s or 0.0
             after = start - released
@@ -300,7 +306,7 @@ def why_alone_is_ahead(alone: RunScore, planned: RunScore, trace: PlanTrace, row
                           + (f"started {after:.0f} s later (task start-up)" if after >= 1 else "started at once"))
         elif released is None:
             detail.append("no plan released it in the window")
-        out.append(f"real-time wait: {rows[3].values[1]:.0f} s planned against {rows[3].values[0]:.0f} s alone; "
+        out.append(f"real-time wait: {rows[3].values[1]:.1f} s planned against {rows[3].values[0]:.1f} s alone; "
                    + "; ".join(detail) + ".")
     if finished:
         small = [j for j in alone.result.jobs if alone.outcome(j.job_id).end_s is not None
