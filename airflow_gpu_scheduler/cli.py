@@ -103,9 +103,24 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--json", type=Path, help="write the rows as JSON here")
     scale.add_argument("--plots", type=Path, help="write scale.png (time and gap against queue size) here")
 
-    demo = sub.add_parser("demo", help="start an embedded Airflow with the provider and run a workload")
-    demo.add_argument("args", nargs=argparse.REMAINDER)
+    demo = sub.add_parser("demo", help="start an embedded Airflow with the provider and run a workload",
+                          description="Start an embedded Airflow (SQLite, LocalExecutor) with the provider, run the "
+                                      "same GPU workload with Airflow alone and with the plan, and print what ran.")
+    demo.add_argument("--home", type=Path, default=Path(".airflow-demo"),
+                      help="AIRFLOW_HOME of the demo, wiped at start (default: .airflow-demo)")
+    demo.add_argument("--port", type=_port, default=8080, help="UI/API port; a free one if taken (default: 8080)")
+    demo.add_argument("--exit", action="store_true", help="stop Airflow after printing the summary")
     return parser
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--port must be an integer, got {value!r}") from None
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"--port must be between 1 and 65535, got {port}")
+    return port
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from airflow_gpu_scheduler import demo
 
-        return demo.main(args.args)
+        return demo.run(args.home, args.port, args.exit)
     if args.command == "scale":
         return _scale(args)
     try:

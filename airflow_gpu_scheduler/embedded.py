@@ -1,4 +1,4 @@
-"""A real Airflow 3 (scheduler, dag-processor, api-server) started as child processes.
+"""A real Airflow 3 (scheduler, dag-processor, triggerer, api-server) started as child processes.
 
 Used by ``gpu-scheduler demo`` and by the end-to-end tests: one class that owns an
 ``AIRFLOW_HOME``, the environment of the components, their start and stop, and the few
@@ -30,7 +30,9 @@ from typing import Any
 
 from sqlalchemy.engine import URL, make_url
 
-COMPONENTS = ("scheduler", "dag-processor", "api-server")
+#: Every component ``airflow standalone`` starts: without a triggerer the UI's health check shows it red
+#: (and deferrable tasks would never resume).
+COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
 #: Environment variable naming a Celery worker started here; see :func:`worker_hostname`.
 WORKER_HOSTNAME_ENV = "GPU_SCHEDULER_WORKER_HOSTNAME"
 
@@ -43,6 +45,38 @@ def worker_hostname() -> str:
     the machine's hostname already does).
     """
     return os.environ.get(WORKER_HOSTNAME_ENV) or socket.getfqdn()
+
+
+def session_members(sessions: set[int]) -> list[int]:
+    """Live processes in any of these sessions (Linux ``/proc``; elsewhere none are found)."""
+    members = []
+    proc = Path("/proc")
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) not in sessions:
+                continue
+            # The state follows the command name in parentheses; a zombie only waits to be reaped.
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                members.append(int(entry.name))
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+    return members
+
+
+def stop_sessions(sessions: set[int], timeout_s: float = 10.0) -> None:
+    """SIGTERM every process left in these sessions, then SIGKILL what still runs after ``timeout_s``."""
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
+        members = session_members(sessions)
+        if not members:
+            return
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while session_members(sessions) and time.monotonic() < deadline:
+            time.sleep(0.2)
 
 
 def free_port() -> int:
@@ -164,6 +198,10 @@ class EmbeddedAirflow:
             args = ["airflow", component]
             if component == "api-server":
                 args += ["--port", str(self.port), "--workers", "1"]
+            elif component == "triggerer":
+                # Its log server has a fixed port that a second Airflow on the machine would collide on;
+                # the api-server reads trigger logs from the shared log folder instead.
+                args += ["--skip-serve-logs"]
             log = open(self.home / "logs" / f"{component}.log", "w")  # noqa: SIM115 - lives as long as the process
             self._procs[component] = subprocess.Popen(args, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
                                                       start_new_session=True)
@@ -213,7 +251,13 @@ class EmbeddedAirflow:
                 raise RuntimeError(f"airflow {name} exited with {proc.returncode}; see {self.home / 'logs' / (name + '.log')}")
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        """Stop the components this object started (their process groups), politely then firmly."""
+        """Stop the components this object started, and everything they started, politely then firmly.
+
+        Each component leads a session of its own; the executor runs each task in a process
+        group of its own inside the scheduler's session, which a signal to the component's
+        group does not reach. Those are stopped afterwards, by session.
+        """
+        sessions = {proc.pid for proc in self._procs.values()}
         for proc in self._procs.values():
             if proc.poll() is None:
                 try:
@@ -231,6 +275,7 @@ class EmbeddedAirflow:
                     pass
                 proc.wait(5)
         self._procs.clear()
+        stop_sessions(sessions)
 
     def __enter__(self) -> EmbeddedAirflow:  # noqa: PYI034
         self.start()
@@ -265,6 +310,11 @@ class EmbeddedAirflow:
         except urllib.error.HTTPError as error:
             raise AirflowApiError(f"{method} {path} -> {error.code}: {error.read().decode()[:500]}") from None
         return json.loads(text) if text else None
+
+    def health(self) -> dict[str, Any]:
+        """``/api/v2/monitor/health`` (no login needed): what the UI's home page shows per component."""
+        with urllib.request.urlopen(f"{self.base_url}/api/v2/monitor/health", timeout=30) as answer:
+            return json.loads(answer.read().decode())
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
         """Call ``/api/v2``: ``api("GET", "/pools")``."""

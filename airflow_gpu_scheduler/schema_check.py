@@ -9,6 +9,10 @@ the installed Airflow version and that each column it uses exists. On a mismatch
 is written. A refused planning cycle applies no plan, so after ``fail_open_after_s`` the
 fail-open watchdog hands held work back to Airflow's own order; the watchdog needs fewer
 columns (:data:`FAIL_OPEN`) and refuses only when those are missing too.
+
+``task_instance_note`` (the plan notes, :mod:`airflow_gpu_scheduler.hooks.notes`) is left out on
+purpose: notes inform, they never decide, and are written under a savepoint, so a changed notes
+schema costs the notes (logged, counted in the summary), never the plan.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 from sqlalchemy import Column, MetaData, Table, and_, create_engine, func, insert, or_, select, tuple_, update
@@ -33,6 +33,9 @@ from airflow_gpu_scheduler.core.levers import INTAKE_POOL, POOL_PREFIX, Assignme
 from airflow_gpu_scheduler.declare import declarations_from_serialized_dag, default_weights_from_serialized_dag
 from airflow_gpu_scheduler.hooks import connection_url
 from airflow_gpu_scheduler.models import plan_job_table, plan_table
+
+if TYPE_CHECKING:
+    from airflow_gpu_scheduler.hooks.notes import TaskInstanceNotes
 
 #: Key of the PostgreSQL advisory lock that lets one planning cycle run at a time ("GPUSCHED").
 PLANNING_LOCK_KEY = 0x4750555343484544
@@ -353,6 +356,7 @@ class GpuSchedulerMetadataHook(BaseHook):
         levers: Levers,
         waiting: Sequence[GpuTaskInstance],
         record: tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]] | None = None,
+        notes: TaskInstanceNotes | None = None,
     ) -> ApplyResult:
         """Write a plan's levers in ONE short transaction: close the pools, move the task
         instances, reopen the pools with their new slots.
@@ -368,6 +372,8 @@ class GpuSchedulerMetadataHook(BaseHook):
         :param waiting: the collected waiting task instances the assignments refer to.
         :param record: the plan's rows for ``gpu_sched_plan`` and ``gpu_sched_plan_job``; stored in
             the same transaction, so a plan is applied if and only if it is recorded.
+        :param notes: the plan's task-instance notes (:mod:`airflow_gpu_scheduler.hooks.notes`), written in
+            the same transaction.
         """
         bad_pools = [p for p in levers.pool_slots if not is_gpu_pool(p)]
         bad_pools += [a.pool for a in levers.assignments.values() if not is_gpu_pool(a.pool)]
@@ -399,6 +405,8 @@ class GpuSchedulerMetadataHook(BaseHook):
                 if record is not None:
                     plan_row, job_rows = record
                     plan_id = self._insert_plan(conn, {"moved": len(moved), **plan_row}, job_rows)
+                if notes is not None:
+                    notes.write(conn)
         except SQLAlchemyError as error:
             hint = " (are the provider tables missing? run 'airflow db migrate')" if record is not None else ""
             raise GpuSchedulerMetadataError(

@@ -19,6 +19,8 @@ from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.cycle_metrics import gpus_busy, reported
 from airflow_gpu_scheduler.gpu_work import GpuWorkload, build_workload
 from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook, GpuWorkSnapshot, is_gpu_pool
+from airflow_gpu_scheduler.hooks.notes import write_notes
+from airflow_gpu_scheduler.plan_notes import notes_for_plan
 from airflow_gpu_scheduler.schema_check import check_metadata_schema
 
 if TYPE_CHECKING:
@@ -37,7 +39,9 @@ class GpuScheduleOperator(BaseOperator):
     others stay held in the intake pool, and each GPU-type pool gets as many slots as the type
     has GPUs (minus the streaming reservation). Every plan is stored in the provider's tables
     (``gpu_sched_plan``, ``gpu_sched_plan_job``); the last cycle's summary is returned (XCom
-    ``return_value``). With nothing waiting, a cycle writes nothing.
+    ``return_value``), and each waiting task instance gets its plan as its Airflow note (never over a
+    person's; :mod:`~airflow_gpu_scheduler.plan_notes`). With nothing waiting, a cycle writes no
+    plan, only the notes of tasks that started.
 
     Arguments left unset come from the ``[gpu_scheduler]`` settings (``airflow config list
     --section gpu_scheduler``), read when the task runs.
@@ -147,6 +151,7 @@ def schedule_cycle(
     check_metadata_schema(hook)
     snapshot = hook.collect_gpu_work(now_s)
     if snapshot.empty:
+        write_notes(hook, notes_for_plan((), snapshot.running))  # a task that started says so, even when none waits
         if log:
             log.info("No GPU work is waiting for a plan; nothing changed.")
         return {"plan_id": None, "noop": True, "now_s": snapshot.now_s, "waiting": 0,
@@ -177,7 +182,8 @@ def schedule_cycle(
 
     predicted = predict(cluster, workload, snapshot.now_s, plan, log)
     plan_row, job_rows = plan_record(cluster, snapshot, workload, plan, levers, predicted, origin)
-    result = hook.apply_levers(levers, snapshot.waiting, record=(plan_row, job_rows))
+    notes = notes_for_plan(job_rows, snapshot.running)
+    result = hook.apply_levers(levers, snapshot.waiting, record=(plan_row, job_rows), notes=notes)
     due = [job_id for job_id, a in levers.assignments.items() if a.pool != INTAKE_POOL]
     summary = {
         "plan_id": result.plan_id,
@@ -199,6 +205,7 @@ def schedule_cycle(
         "skipped": list(result.skipped),
         "predicted": predicted,
         "gpus_busy": gpus_busy(snapshot.running, (t.name for t in cluster.gpu_types)),
+        "notes": notes.counts.as_dict(),
     }
     if log:
         log.info("Plan %s (%s, %s): %d waiting, %d running, %d due now (%s), %d held, %d rejected; pools %s",

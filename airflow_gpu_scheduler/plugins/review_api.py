@@ -13,7 +13,8 @@ Routes (under the plugin's ``url_prefix``, ``/gpu-scheduler``):
 Every route needs a logged-in Airflow user (a bearer token, or the UI's own ``_token`` cookie,
 which the page inside the UI's iframe sends by itself) and read access to pools and task
 instances, checked by Airflow's auth manager. Jobs of DAGs the user may not read are shown
-as anonymous bars (they still hold GPUs), never by name. All SQL is in
+as anonymous bars (they still hold GPUs), never by name, and so is every job when the auth
+manager cannot say which DAGs the user may read (fail closed). All SQL is in
 :class:`~airflow_gpu_scheduler.hooks.metadata.GpuSchedulerMetadataHook`; here it runs on the
 api-server's own database session.
 """
@@ -24,6 +25,7 @@ import json
 import math
 import time
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,14 +54,15 @@ def _hook() -> GpuSchedulerMetadataHook:
     return GpuSchedulerMetadataHook()
 
 
-def _readable_dag_ids(user: Any) -> set[str] | None:
-    """DAG ids the user may read (``None``: all of them, when the auth manager cannot say)."""
+def _readable_dag_ids(user: Any) -> set[str]:
+    """DAG ids the user may read. An auth manager that cannot say gets none: every job is then
+    shown anonymous (fail closed), never by name."""
     from airflow.api_fastapi.app import get_auth_manager
 
     try:
         return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
     except NotImplementedError:
-        return None
+        return set()
 
 
 def _json(value: str | None) -> Any:
@@ -84,7 +87,16 @@ def ti_url(ui_base: str, dag_id: str, run_id: str, task_id: str, map_index: int)
     return url + (f"/mapped/{map_index}" if map_index is not None and map_index >= 0 else "")
 
 
-def _job_view(row: dict[str, Any], ui_base: str, readable: set[str] | None) -> dict[str, Any]:
+def _redacted(reason: str | None, readable: set[str], job_ids: Sequence[str]) -> str | None:
+    """A reason naming a job of a DAG the user may not read (the job the GPUs are kept for) names it only as such."""
+    for job_id in job_ids:
+        if reason and job_id in reason and job_id.split("/", 1)[0] not in readable:
+            reason = reason.replace(f"job {job_id}", "job of a DAG you cannot read").replace(job_id, HIDDEN)
+    return reason
+
+
+def _job_view(row: dict[str, Any], ui_base: str, readable: set[str] | None,
+              job_ids: Sequence[str] = ()) -> dict[str, Any]:
     streaming = row.get("kind") == "realtime_inference"
     end, deadline = row.get("planned_end_s"), row.get("deadline_s")
     job = {
@@ -104,6 +116,8 @@ def _job_view(row: dict[str, Any], ui_base: str, readable: set[str] | None) -> d
     if readable is not None and row["dag_id"] not in readable:
         job.update({"key": f"hidden-{row['id']}", "dag_id": None, "run_id": None, "task_id": HIDDEN,
                     "map_index": None, "ti_url": None, "reason": None, "pool": None, "hidden": True})
+    elif readable is not None:
+        job["reason"] = _redacted(job["reason"], readable, job_ids)
     return job
 
 
@@ -152,7 +166,8 @@ def get_plan(request: Request, session: SessionDep, user: GetUserDep) -> dict[st
     if plan is None:
         return {"now_s": now, "plan": None, "lanes": [], "jobs": []}
     readable, base = _readable_dag_ids(user), _ui_base(request)
-    jobs = [_job_view(row, base, readable) for row in plan["jobs"]]
+    job_ids = [row["job_id"] for row in plan["jobs"]]
+    jobs = [_job_view(row, base, readable, job_ids) for row in plan["jobs"]]
     view = _plan_view(plan, jobs)
     return {"now_s": now, "plan": view, "lanes": _lanes(view["cluster"], view["streaming_reserve"], jobs),
             "jobs": jobs}

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from venvs import ROOT, clean_env, installed
 
+from airflow_gpu_scheduler.demo import DAG_FILES
+
 pytestmark = pytest.mark.airflow
 
 PKG = "airflow_gpu_scheduler"
@@ -29,7 +31,8 @@ def test_the_wheel_holds_the_code_static_files_migrations_example_dags_and_licen
     assert not missing, f"packages missing from the wheel (add them to [tool.setuptools] packages): {missing}"
     for path in ("plugins/static/gpu_schedule.html", "plugins/static/gpu_schedule.js", "plugins/static/gpu_schedule.css",
                  "migrations/alembic.ini", "migrations/env.py", "migrations/script.py.mako",
-                 "example_dags/gpu_scheduler.py", "example_dags/gpu_workloads.py", "get_provider_info.py"):
+                 "example_dags/gpu_scheduler.py", "example_dags/gpu_workloads.py", "example_dags/gpu_demo_workload.py",
+                 "demo_workload.py", "get_provider_info.py"):
         assert f"{PKG}/{path}" in names, path
     versions = {n for n in names if n.startswith(f"{PKG}/migrations/versions/") and n.endswith(".py")}
     assert {Path(n).name for n in versions} >= {p.name for p in (ROOT / PKG / "migrations" / "versions").glob("0*.py")}
@@ -59,6 +62,7 @@ def test_the_sdist_holds_what_a_build_needs(distributions):
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {"LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "dags/gpu_scheduler.py", "dags/gpu_workloads.py",
+            "dags/gpu_demo_workload.py",
             f"{PKG}/plugins/static/gpu_schedule.js", f"{PKG}/migrations/alembic.ini"} <= names
 
 
@@ -80,3 +84,5 @@ def test_the_wheel_installs_without_matplotlib_and_the_benchmark_runs(fresh_venv
                                                                "example_dags_folder as f; print(f())")], env=env, cwd=tmp_path, capture_output=True,
                             text=True, timeout=60, check=True).stdout.strip()
     assert "site-packages" in folder and (Path(folder) / "gpu_scheduler.py").exists()
+    # What `gpu-scheduler demo` copies into its DAGs folder, found from the installed wheel.
+    assert all((Path(folder) / name).exists() for name in DAG_FILES), sorted(p.name for p in Path(folder).iterdir())

@@ -43,3 +43,11 @@ def test_lanes_per_gpu_type_and_streaming_reservation():
         ("h100", 6, 8), ("h100:streaming", 2, 8), ("l4", 4, 4)]
     streaming_job = _job_view(row(gpu_type="l4", kind="realtime_inference"), "", None)
     assert [lane["id"] for lane in _lanes(cluster, {}, [streaming_job])] == ["h100", "l4", "l4:streaming"]
+
+
+def test_a_readable_jobs_reason_never_names_a_job_of_a_dag_the_user_cannot_read():
+    reason = "h100 GPUs reserved for training job secret/r 9/train/-1 (priority 9), which starts now"
+    others = ["secret/r 9/train/-1", "etl/run 1/train/3"]
+    job = _job_view(row(reason=reason), "", readable={"etl"}, job_ids=others)
+    assert "secret" not in job["reason"] and "training job of a DAG you cannot read (priority 9)" in job["reason"]
+    assert _job_view(row(reason=reason), "", readable={"etl", "secret"}, job_ids=others)["reason"] == reason

@@ -127,3 +127,6 @@ def test_what_is_checked_is_what_the_hook_declares():
     assert {"priority_weight", "pool", "pool_slots", "state", "queue"} <= planning["task_instance"]
     assert planning["slot_pool"] >= {"pool", "slots"} and "dag" in planning
     assert "dag" not in fail_open and fail_open["task_instance"] == planning["task_instance"]
+    # Notes never stop a plan: a notes table the provider does not know costs the notes only
+    # (test_notes.py::test_when_notes_cannot_be_written_the_plan_is_applied_anyway).
+    assert "task_instance_note" not in planning

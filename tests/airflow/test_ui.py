@@ -341,3 +341,26 @@ def test_two_thousand_planned_jobs_render_quickly(airflow, browser):
     assert 0 < soon < 2000, soon
     page.screenshot(path=str(ARTIFACTS / "gpu-schedule-2000-jobs-next-hour.png"), full_page=False)
     context.close()
+
+
+def test_a_held_task_instance_shows_its_plan_in_airflows_own_ui(airflow, browser):
+    """Data teams look at their DAG, not at the plugin page: the held training job's own page in
+    Airflow's UI carries the plan as its note, in the review page's words."""
+    status, one = get(airflow, "/api/jobs/plan_train/train/train/-1")
+    assert status == 200
+    job = one["job"]
+    assert job["decision"] == "held" and job["reason"], job
+    context = browser.new_context(viewport={"width": 1600, "height": 700})
+    page = context.new_page()
+    page.goto(airflow.base_url + "/")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", "admin")
+    page.click("button[type=submit]")
+    page.wait_for_url(airflow.base_url + "/")
+    page.goto(airflow.base_url + job["ti_url"])
+    note = page.get_by_text("GPU plan: planned start ")
+    note.wait_for(timeout=60_000)
+    text = note.inner_text()
+    assert f"on {job['gpu_type']} ({job['gpus']} GPUs)" in text and job["reason"] in text, text
+    page.screenshot(path=str(ARTIFACTS / "gpu-plan-note.png"), clip={"x": 0, "y": 0, "width": 1600, "height": 300})
+    context.close()
