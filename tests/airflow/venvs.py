@@ -20,7 +20,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (README: 3.10+); the test group installs tomli there
+    import tomli as tomllib
 
 ROOT = Path(__file__).parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "airflow-gpu-scheduler" / "venvs"
