@@ -1,0 +1,195 @@
+"""The MILP of one (sub-)problem in Pyomo, and one HiGHS solve of it.
+
+Variables: a binary start per candidate. Constraints: ``one_start_per_job``;
+``capacity[k, p]``: the gangs of every job running at point *p* fit the GPUs of type *k*
+left by already-running (and fixed) jobs; ``batch_capacity[k, p]``: batch work leaves
+the streaming reservation free. HiGHS runs through Pyomo's ``appsi_highs`` interface,
+warm-started from the incumbent, under the time left, a node limit and a gap target.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from airflow_gpu_scheduler.core.planner.candidates import Candidate
+from airflow_gpu_scheduler.core.planner.grid import Capacity
+from airflow_gpu_scheduler.core.planner.plan import PlannerConfig
+from airflow_gpu_scheduler.core.workload import Job
+
+#: HiGHS is only started if at least this much of the cycle's budget is left after building the model.
+MIN_SOLVE_S = 0.05
+
+
+@dataclass
+class SolveStats:
+    """What the MILP part of a cycle cost, summed over its sub-problems (sizes: the largest one)."""
+
+    build_s: float = 0.0
+    handoff_s: float = 0.0
+    solve_s: float = 0.0
+    subproblems: int = 0
+    variables: int = 0
+    constraints: int = 0
+    nonzeros: int = 0
+    last_status: str = ""
+    message: str = ""
+
+    def size(self) -> dict[str, int]:
+        return {"variables": self.variables, "constraints": self.constraints, "nonzeros": self.nonzeros}
+
+
+def build_model(jobs: Sequence[Job], candidates: Mapping[int, list[Candidate]], room: Capacity,
+                 index: list[tuple[int, int]]):
+    """The Pyomo model of one (sub-)problem: a binary start per candidate, capacity per type and point.
+
+    Rows are built as Pyomo ``LinearExpression`` objects from coefficient and variable lists:
+    the same model as ``sum(g * start[j, n] ...)``, without Pyomo building and then walking
+    an expression tree per row (that walk was most of the build time on large queues).
+    """
+    import pyomo.environ as pyo
+    from pyomo.core.expr.numeric_expr import LinearExpression
+
+    covering: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    nnz = 0
+    for j, n in index:
+        c = candidates[j][n]
+        for i in c.covers:
+            covering[c.gpu_type, i].append((j, n))
+        nnz += len(c.covers) + 1
+    by_job: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for key in index:
+        by_job[key[0]].append(key)
+    gpus = {j: jobs[j].gpus for j in by_job}
+    streaming = {j: jobs[j].is_streaming for j in by_job}
+
+    m = pyo.ConcreteModel(name="gpu_plan")
+    m.CANDIDATES = pyo.Set(initialize=index, dimen=2, ordered=True)
+    m.start = pyo.Var(m.CANDIDATES, domain=pyo.Binary)
+    start = m.start
+
+    def linear(terms: list[tuple[int, int]], coefs: list[float]) -> LinearExpression:
+        return LinearExpression(constant=0, linear_coefs=coefs, linear_vars=[start[k] for k in terms])
+
+    m.JOBS = pyo.Set(initialize=sorted(by_job))
+    m.one_start_per_job = pyo.Constraint(m.JOBS, rule=lambda m, j: linear(by_job[j], [1] * len(by_job[j])) <= 1)
+    # Only points where the candidates could exceed what is free need a row.
+    cap_keys = [key for key in sorted(covering)
+                if sum(gpus[j] for j, _ in covering[key]) > room.free[key[0]][key[1]]]
+    m.CAPACITY_POINTS = pyo.Set(initialize=cap_keys, dimen=2, ordered=True)
+
+    def capacity_rule(m, gpu_type, i):
+        terms = covering[gpu_type, i]
+        return linear(terms, [gpus[j] for j, _ in terms]) <= room.free[gpu_type][i]
+
+    def batch_capacity_rule(m, gpu_type, i):
+        terms = [(j, n) for j, n in covering[gpu_type, i] if not streaming[j]]
+        limit = room.free_batch[gpu_type][i]
+        if not terms or limit >= room.free[gpu_type][i] or sum(gpus[j] for j, _ in terms) <= limit:
+            return pyo.Constraint.Skip
+        return linear(terms, [gpus[j] for j, _ in terms]) <= limit
+
+    m.capacity = pyo.Constraint(m.CAPACITY_POINTS, rule=capacity_rule)
+    m.BATCH_POINTS = pyo.Set(initialize=sorted(covering), dimen=2, ordered=True)
+    m.batch_capacity = pyo.Constraint(m.BATCH_POINTS, rule=batch_capacity_rule)
+    m.value = pyo.Objective(expr=linear(index, [candidates[j][n].coefficient for j, n in index]),
+                            sense=pyo.maximize)
+    return m, nnz, len(m.JOBS) + len(m.capacity) + len(m.batch_capacity)
+
+
+
+def solve_subproblem(
+    cfg: PlannerConfig,
+    jobs: Sequence[Job],
+    candidates: Mapping[int, list[Candidate]],
+    capacity: Capacity,
+    incumbent: Mapping[int, Candidate],
+    free_jobs: Sequence[int],
+    stretch: range,
+    time_left_s: float,
+    stats: SolveStats,
+) -> tuple[dict[int, Candidate], str, float | None, float] | None:
+    """Re-plan ``free_jobs`` (starts within ``stretch``) with every other job fixed; None if nothing better."""
+    from pyomo.contrib.appsi.solvers import Highs
+
+    t0 = time.perf_counter()
+    free_set = set(free_jobs)
+    room = capacity.copy()
+    for j, c in incumbent.items():
+        if j not in free_set:
+            room.take(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming)
+    # Only starts that fit around the fixed jobs, and the incumbent's own (it always fits).
+    index = [(j, n) for j in free_jobs for n, c in enumerate(candidates[j])
+             if c is incumbent.get(j) or (c.point in stretch
+                                          and room.fits(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming))]
+    if not index:
+        return None
+    m, nnz, n_cons = build_model(jobs, candidates, room, index)
+    # Warm start: the incumbent's starts of the freed jobs (feasible by construction).
+    for key in index:
+        m.start[key].value = 0
+    before = 0.0
+    for j in free_jobs:
+        c = incumbent.get(j)
+        if c is not None:
+            m.start[j, candidates[j].index(c)].value = 1
+            before += c.coefficient
+    build_s = time.perf_counter() - t0
+    stats.build_s += build_s
+    stats.variables, stats.constraints, stats.nonzeros = (max(stats.variables, len(index)),
+                                                          max(stats.constraints, n_cons), max(stats.nonzeros, nnz))
+
+    opt = Highs()
+    opt.config.mip_gap = cfg.mip_rel_gap if len(free_jobs) == len(jobs) else cfg.window_mip_rel_gap
+    opt.config.warmstart = True
+    opt.config.load_solution = False
+    opt.config.stream_solver = False
+    opt.highs_options = {"mip_max_nodes": cfg.max_nodes}
+    # The model is solved once: no need for Pyomo to re-scan it for changes after set_instance.
+    for flag in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
+                 "check_for_new_or_removed_params", "check_for_new_objective", "update_constraints",
+                 "update_vars", "update_params", "update_named_expressions", "update_objective"):
+        setattr(opt.update_config, flag, False)
+    if time_left_s - build_s < MIN_SOLVE_S:
+        # Building the model used the budget: HiGHS is not started at all, so a cycle
+        # never runs past its budget by more than one model build.
+        stats.last_status = "time_limit"
+        stats.message = f"time limit used up building the model ({build_s:.2f} s); greedy plan used"
+        return None
+    t1 = time.perf_counter()
+    try:
+        opt.set_instance(m)
+        t2 = time.perf_counter()
+        stats.handoff_s += t2 - t1
+        opt.config.time_limit = max(0.05, time_left_s - (t2 - t0))
+        result = opt.solve(m)
+    except Exception as error:  # noqa: BLE001 - any solver failure keeps the incumbent
+        stats.message = f"HiGHS failed: {type(error).__name__}: {error}"
+        stats.last_status = "error"
+        stats.solve_s += time.perf_counter() - t1
+        return None
+    stats.solve_s += time.perf_counter() - t2
+    stats.subproblems += 1
+    status = str(result.termination_condition).rsplit(".", 1)[-1]
+    stats.last_status = status
+    bound = result.best_objective_bound
+    bound = float(bound) if bound is not None and math.isfinite(bound) else None
+    if result.best_feasible_objective is None:
+        stats.message = "no MILP solution in time; incumbent kept"
+        return None
+    result.solution_loader.load_vars()
+    chosen = {j: c for j, c in incumbent.items() if j not in free_set}
+    after = 0.0
+    for j, n in index:
+        if (m.start[j, n].value or 0) > 0.5:
+            chosen[j] = candidates[j][n]
+            after += candidates[j][n].coefficient
+    if after < before - 1e-9:
+        return None
+    if bound is not None:
+        # The bound is on the freed jobs; the fixed ones add their value to both sides.
+        bound += sum(c.coefficient for j, c in chosen.items() if j not in free_set)
+    return chosen, status, bound, after - before
