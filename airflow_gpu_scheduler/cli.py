@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from airflow_gpu_scheduler.core.benchmark import ScenarioReport, run_benchmark, schedule_rows, summarize
-from airflow_gpu_scheduler.core.policies import POLICY_NAMES
+from airflow_gpu_scheduler.core.policies import BENCHMARK_POLICIES
 from airflow_gpu_scheduler.core.report import markdown, print_summary
 from airflow_gpu_scheduler.core.scenarios import SCENARIOS, Scenario, make_scenario, with_sampled_estimates
 from airflow_gpu_scheduler.core.workload import split_valid
@@ -23,9 +23,9 @@ from airflow_gpu_scheduler.core.workload_files import WorkloadFileError, read_cl
 
 def _policies(value: str) -> list[str]:
     names = [p.strip() for p in value.split(",") if p.strip()]
-    unknown = [p for p in names if p not in POLICY_NAMES]
+    unknown = [p for p in names if p not in BENCHMARK_POLICIES]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown policy {unknown}; choose from {','.join(POLICY_NAMES)}")
+        raise argparse.ArgumentTypeError(f"unknown policy {unknown}; choose from {','.join(BENCHMARK_POLICIES)}")
     return names
 
 
@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def outputs(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--policies", type=_policies, default=list(POLICY_NAMES), help="comma-separated")
+        p.add_argument("--policies", type=_policies, default=list(BENCHMARK_POLICIES),
+                       help="comma-separated (default: all; clairvoyant is a yardstick that knows the future)")
         p.add_argument("--json", type=Path, help="write the results as JSON here")
         p.add_argument("--schedule", type=Path, help="write every job's outcome under every policy as CSV here")
         p.add_argument("--plots", type=Path, help="write PNG charts (utilization, Gantt) into this directory")

@@ -100,7 +100,7 @@ def forecast(config: PlannerConfig = PLANNER_CONFIG, cycle_s: float = CYCLE_S,
     jobs = workload.jobs()
     out = []
     for label, policy in (("airflow", make_policy("airflow")),
-                          ("milp", make_policy("milp", config=config, cadence_s=cycle_s))):
+                          ("milp", make_policy("milp", config=config, solve_every_s=cycle_s))):
         result = simulate(workload.CLUSTER, jobs, policy, window_s)
         out.append(RunScore(label, result, evaluate(result)))
     return out[0], out[1]

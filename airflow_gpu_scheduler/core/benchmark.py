@@ -19,15 +19,12 @@ from dataclasses import dataclass, field
 
 from airflow_gpu_scheduler.core.bound import upper_bound
 from airflow_gpu_scheduler.core.metrics import PolicyMetrics, evaluate
-from airflow_gpu_scheduler.core.policies import make_policy
+from airflow_gpu_scheduler.core.policies import YARDSTICKS, make_policy
 from airflow_gpu_scheduler.core.scenarios import Scenario
 from airflow_gpu_scheduler.core.simulate import Outcome, simulate
 
-
 #: The metric the policies are ranked by: priority-weighted work done inside the window.
 RANKING_METRIC = "weighted_goodput"
-#: Not a competitor: it knows every arrival and actual duration in advance (a yardstick).
-YARDSTICKS = ("clairvoyant",)
 
 
 @dataclass

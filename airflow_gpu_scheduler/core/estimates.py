@@ -7,9 +7,11 @@ recurring ``dag_id.task_id``), else of the same kind, else a per-kind default.
 
 from __future__ import annotations
 
+import math
+import random
 import statistics
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from airflow_gpu_scheduler.core.workload import Job, JobKind
 
@@ -56,3 +58,47 @@ class Estimator:
 
 def fill_estimates(jobs: Iterable[Job], estimator: Estimator) -> list[Job]:
     return [estimator.fill(job) for job in jobs]
+
+
+#: Estimate errors assumed before enough jobs have completed: log-normal, this sigma.
+DEFAULT_ERROR_SIGMA = 0.3
+#: Completed jobs of a kind needed before its own errors are sampled (else all kinds').
+MIN_ERRORS_PER_KIND = 8
+
+
+class EstimateErrors:
+    """How far actual runtimes strayed from the estimates the planner had: actual / estimate.
+
+    The rollout samples futures from these ratios, so a plan is judged on the noise the
+    cluster really shows (per kind once it has enough history; a log-normal guess before).
+    """
+
+    def __init__(self, ratios: Iterable[tuple[JobKind, float]] = ()) -> None:
+        self._by_kind: dict[JobKind, deque[float]] = defaultdict(lambda: deque(maxlen=4 * HISTORY_PER_KEY))
+        self._all: deque[float] = deque(maxlen=8 * HISTORY_PER_KEY)
+        for kind, ratio in ratios:
+            self.observe(kind, ratio)
+
+    def observe(self, kind: JobKind, ratio: float) -> None:
+        if math.isfinite(ratio) and ratio > 0:
+            self._by_kind[JobKind(kind)].append(ratio)
+            self._all.append(ratio)
+
+    def _pool(self, kind: JobKind) -> Sequence[float]:
+        own = self._by_kind.get(kind)
+        if own is not None and len(own) >= MIN_ERRORS_PER_KIND:
+            return own
+        return self._all if len(self._all) >= MIN_ERRORS_PER_KIND else ()
+
+    def sample(self, kind: JobKind, rng: random.Random, at_least: float = 0.0) -> float | None:
+        """A ratio for one job; ``at_least``: the ratio the job has already run (a running job
+        has outlived every smaller one). None if no ratio that large was ever seen."""
+        pool = self._pool(kind)
+        if pool:
+            longer = [r for r in pool if r > at_least] if at_least > 0 else pool
+            return rng.choice(longer) if longer else None
+        for _ in range(20):
+            ratio = math.exp(rng.gauss(0.0, DEFAULT_ERROR_SIGMA))
+            if ratio > at_least:
+                return ratio
+        return None

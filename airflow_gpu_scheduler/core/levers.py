@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob
 
 if TYPE_CHECKING:
-    from airflow_gpu_scheduler.core.planner import Plan
+    from airflow_gpu_scheduler.core.planner import Plan, PlannedStart
 
 #: Pool where declared GPU work waits for a plan. It has no slots: nothing in it starts.
 INTAKE_POOL = "gpu_intake"
@@ -134,6 +134,7 @@ def levers_for_plan(
     running: Sequence[RunningJob],
     now_s: float,
     release_ahead_s: float = 0.0,
+    in_order: bool = True,
 ) -> Levers:
     """Express a plan through Airflow's levers.
 
@@ -142,7 +143,13 @@ def levers_for_plan(
     early can only start where its pool has room, and by starting early it ends early.
 
     Jobs due now (planned start <= now) go to the pool of their planned GPU type with
-    weights in plan order, and to that type's executor queue; every other waiting job is held in the intake pool, so
+    weights in plan order, and to that type's executor queue. With ``in_order``, so do
+    the next jobs of each GPU type in plan order that fit in GPUs free now and claimed by
+    no released job, before their planned start: a job that ended before its estimate
+    frees GPUs the plan gave to the next job, and that job need not wait for its
+    planned time or the next solve. The first job that does not fit stops this on its
+    type, so nothing overtakes a job the plan starts first there (a gang being drained
+    for keeps its drain). Every other waiting job is held in the intake pool, so
     Airflow's greedy dispatch cannot take GPUs the plan reserved for someone else.
     Each GPU type's GPUs are split between a batch pool and a streaming pool: the
     streaming pool keeps the plan's reservation for real-time inference, never more
@@ -157,15 +164,40 @@ def levers_for_plan(
 
     assignments: dict[str, Assignment] = {}
     streaming_due: dict[str, int] = {name: 0 for name in cluster.names}
+    claimed: dict[str, int] = {name: 0 for name in cluster.names}
+    later: list[tuple[int, Job]] = []
+
+    def release(job: Job, start: PlannedStart) -> None:
+        assignments[job.job_id] = Assignment(pool_name(start.gpu_type, job.is_streaming), plan_weight(start.rank),
+                                             executor_queue(cluster.gpu_type(start.gpu_type)))
+        claimed[start.gpu_type] += job.gpus
+        if job.is_streaming:
+            streaming_due[start.gpu_type] += job.gpus
+
     for job in waiting:
         start = planned.get(job.job_id)
         if start is not None and start.start_s <= now_s + release_ahead_s + 1e-6:
-            assignments[job.job_id] = Assignment(pool_name(start.gpu_type, job.is_streaming), plan_weight(start.rank),
-                                                 executor_queue(cluster.gpu_type(start.gpu_type)))
-            if job.is_streaming:
-                streaming_due[start.gpu_type] += job.gpus
+            release(job, start)
         else:
             assignments[job.job_id] = Assignment(INTAKE_POOL, 0)
+            if start is not None:
+                later.append((start.rank, job))
+    if in_order:
+        free = {t.name: t.count - batch_running[t.name] - streaming_running[t.name] for t in cluster.gpu_types}
+        unmet = {t.name: max(0, plan.streaming_reserve.get(t.name, 0) - streaming_running[t.name])
+                 for t in cluster.gpu_types}
+        blocked: set[str] = set()
+        for _, job in sorted(later, key=lambda item: item[0]):
+            start = planned[job.job_id]
+            name = start.gpu_type
+            if name in blocked:
+                continue
+            # Batch work leaves the part of the streaming reservation no endpoint holds.
+            room = free[name] - claimed[name] - (0 if job.is_streaming else unmet[name])
+            if job.gpus <= room:
+                release(job, start)
+            else:
+                blocked.add(name)
 
     slots: dict[str, int] = {INTAKE_POOL: 0}
     for gpu_type in cluster.gpu_types:

@@ -25,7 +25,7 @@ from airflow_gpu_scheduler.core.levers import (
     pool_name,
 )
 from airflow_gpu_scheduler.core.planner import Plan
-from airflow_gpu_scheduler.core.policies.base import ClusterState, Policy
+from airflow_gpu_scheduler.core.policies.base import ClusterState, Completion, Policy
 from airflow_gpu_scheduler.core.streaming import StreamingInterval
 from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, runtime_s
 
@@ -56,6 +56,8 @@ class SimResult:
     plans: list[Plan] = field(default_factory=list)
 
 
+#: Completions a policy is shown (the most recent): enough to learn estimate errors per kind.
+COMPLETIONS_SEEN = 500
 _ARRIVAL, _COMPLETION, _WAKE = 1, 0, 2  # completions first, so freed GPUs are seen by arrivals
 
 
@@ -90,6 +92,7 @@ def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: f
     running: dict[str, tuple[RunningJob, str]] = {}
     type_used = {t.name: 0 for t in cluster.gpu_types}
     streaming_history: list[StreamingInterval] = []
+    completed: list[Completion] = []
     starts: dict[str, tuple[str, float]] = {}
     ends: dict[str, float] = {}
     result = SimResult(policy.name, cluster, jobs, horizon_s, {})
@@ -126,6 +129,7 @@ def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: f
                 estimator.observe(true.kind, true.group, true.duration_s or 0.0)
                 if true.is_streaming:
                     streaming_history.append(StreamingInterval(run.gpu_type, true.gpus, run.start_s, now))
+                completed.append(Completion(run.job, run.gpu_type, run.start_s, now))
                 policy_due = True
             elif kind == _ARRIVAL:
                 visible = replace(by_id[job_id], duration_s=None)
@@ -147,6 +151,7 @@ def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: f
                     tuple(streaming_history[-500:]) + tuple(
                         StreamingInterval(r.gpu_type, r.job.gpus, r.start_s, None)
                         for r, _ in running.values() if r.job.is_streaming),
+                    tuple(completed[-COMPLETIONS_SEEN:]),
                 )
                 t0 = time.perf_counter()
                 decision = policy.decide(state)

@@ -72,3 +72,29 @@ def test_released_jobs_go_to_their_gpu_types_queue_and_held_jobs_keep_theirs():
     assert (levers.assignments["on_h100"].pool, levers.assignments["on_h100"].queue) == ("gpu_h100", "h100-nodes")
     assert (levers.assignments["on_a100"].pool, levers.assignments["on_a100"].queue) == ("gpu_a100", "gpu-a100")
     assert levers.assignments["later"].pool == INTAKE_POOL and levers.assignments["later"].queue is None
+
+
+def test_next_jobs_in_plan_order_are_released_when_gpus_free_but_never_past_a_gang():
+    from airflow_gpu_scheduler.core.levers import levers_for_plan
+    from airflow_gpu_scheduler.core.planner import Plan, PlannedStart, SolveReport
+    from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob
+
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4, "speed": 1.0}}})
+    report = SolveReport("test", "test", 0.0, 0.0, None, None, 0.0)
+    a, gang, b = (Job("a", 0, "quantization", 1, estimate_s=600), Job("gang", 0, "training", 4, estimate_s=600),
+                  Job("b", 0, "quantization", 1, estimate_s=600))
+    running = [RunningJob(Job("r", 0, "training", 2, estimate_s=900), "h100", 0.0)]
+    plan = Plan(0.0, (PlannedStart("a", "h100", 900.0, 1500.0, 0, False),
+                      PlannedStart("gang", "h100", 1500.0, 2100.0, 1, False),
+                      PlannedStart("b", "h100", 2100.0, 2700.0, 2, False)), (), report, {})
+    # Two GPUs are free at 300 s: "a" (next in order, 1 GPU) goes now; the gang does not fit,
+    # so "b" behind it stays held although a GPU would be free for it.
+    levers = levers_for_plan(plan, cluster, [a, gang, b], running, 300.0)
+    assert [levers.assignments[j].pool for j in ("a", "gang", "b")] == ["gpu_h100", INTAKE_POOL, INTAKE_POOL]
+    # Without in-order release only what is due by the clock goes.
+    levers = levers_for_plan(plan, cluster, [a, gang, b], running, 300.0, in_order=False)
+    assert levers.assignments["a"].pool == INTAKE_POOL
+    # The streaming reservation is not batch work's to take.
+    reserved = Plan(0.0, plan.starts, (), report, {"h100": 2})
+    levers = levers_for_plan(reserved, cluster, [a, gang, b], running, 300.0)
+    assert levers.assignments["a"].pool == INTAKE_POOL

@@ -5,10 +5,16 @@ from __future__ import annotations
 from airflow_gpu_scheduler.core.policies.airflow_default import AirflowDefaultPolicy
 from airflow_gpu_scheduler.core.policies.backfill import EasyBackfillPolicy
 from airflow_gpu_scheduler.core.policies.base import ClusterState, Decision, Policy
+from airflow_gpu_scheduler.core.policies.clairvoyant import ClairvoyantPolicy
 from airflow_gpu_scheduler.core.policies.fifo import FifoPolicy
 from airflow_gpu_scheduler.core.policies.milp import MilpPolicy
 
+#: The policies a user could pick, ours last.
 POLICY_NAMES = ("fifo", "airflow", "backfill", "milp")
+#: Not policies anyone can run: they know every arrival and actual duration in advance.
+YARDSTICKS = ("clairvoyant",)
+#: What ``gpu-scheduler bench`` compares by default.
+BENCHMARK_POLICIES = POLICY_NAMES + YARDSTICKS
 
 
 def make_policy(name: str, scenario=None, **milp_options) -> Policy:
@@ -21,8 +27,24 @@ def make_policy(name: str, scenario=None, **milp_options) -> Policy:
         return EasyBackfillPolicy()
     if name == "milp":
         return MilpPolicy(**milp_options)
-    raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICY_NAMES)}")
+    if name == "clairvoyant":
+        if scenario is None:
+            raise ValueError("the clairvoyant yardstick needs the scenario: it reads every job's future")
+        return ClairvoyantPolicy(scenario.jobs)
+    raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(BENCHMARK_POLICIES)}")
 
 
-__all__ = ["POLICY_NAMES", "ClusterState", "Decision", "Policy", "make_policy", "AirflowDefaultPolicy",
-           "EasyBackfillPolicy", "FifoPolicy", "MilpPolicy"]
+__all__ = [
+    "BENCHMARK_POLICIES",
+    "POLICY_NAMES",
+    "YARDSTICKS",
+    "AirflowDefaultPolicy",
+    "ClairvoyantPolicy",
+    "ClusterState",
+    "Decision",
+    "EasyBackfillPolicy",
+    "FifoPolicy",
+    "MilpPolicy",
+    "Policy",
+    "make_policy",
+]

@@ -12,10 +12,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from airflow_gpu_scheduler.core.estimates import EstimateErrors
 from airflow_gpu_scheduler.core.levers import Levers
 from airflow_gpu_scheduler.core.planner import Plan
 from airflow_gpu_scheduler.core.streaming import StreamingInterval
 from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob, allowed_types, runtime_s
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A job that ended: as the policy saw it (its estimate, never its duration), where and when it ran."""
+
+    job: Job
+    gpu_type: str
+    start_s: float
+    end_s: float
+
+    def error_ratio(self, cluster: Cluster) -> float:
+        """Actual over estimated runtime."""
+        expected = runtime_s(self.job, self.job.planning_estimate_s, cluster.gpu_type(self.gpu_type))
+        return (self.end_s - self.start_s) / expected if expected > 0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -27,6 +43,11 @@ class ClusterState:
     waiting: tuple[Job, ...]
     running: tuple[RunningJob, ...]
     streaming_history: tuple[StreamingInterval, ...] = ()
+    #: Recent completions, oldest first: how far runtimes strayed from their estimates.
+    completed: tuple[Completion, ...] = ()
+
+    def estimate_errors(self) -> EstimateErrors:
+        return EstimateErrors((c.job.kind, c.error_ratio(self.cluster)) for c in self.completed)
 
 
 @dataclass(frozen=True)

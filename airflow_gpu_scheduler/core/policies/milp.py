@@ -1,9 +1,11 @@
 """Ours: replan with the MILP on events, and act only through Airflow's levers.
 
-The policy runs on the scheduling operator's cadence (every minute). Between
-solves it keeps applying the last plan: jobs become due at their planned start and
-are released into their GPU type's pool, weighted in plan order; the rest stay held.
-It re-solves when jobs arrived or finished since the last plan and either
+The policy is asked at every event (a job arrives or ends), as the operator watches
+between its cycles, and re-applies the plan in force each time: jobs become due at
+their planned start, and the next jobs of a GPU type in plan order are released as soon
+as GPUs free up for them (:func:`~airflow_gpu_scheduler.core.levers.levers_for_plan`).
+It re-solves at most once per ``solve_every_s`` (the operator's cycle), when jobs
+arrived or finished since the last plan and either
 
 - a streaming job has no place in the plan (it cannot wait for the next round), or
 - GPUs turned idle that the plan did not expect to be (a job ended well before its
@@ -11,12 +13,14 @@ It re-solves when jobs arrived or finished since the last plan and either
 
 or else once ``min_interval_s`` has passed since the last solve. Idle GPUs the plan
 expected (draining for a gang) do not trigger a solve: the plan already decided them.
+Each solve is a rollout over candidate plans (:mod:`~airflow_gpu_scheduler.core.planner.rollout`).
 """
 
 from __future__ import annotations
 
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL, gpu_type_of_pool, levers_for_plan
-from airflow_gpu_scheduler.core.planner import MilpPlanner, Plan, PlannerConfig
+from airflow_gpu_scheduler.core.planner import Plan, PlannerConfig
+from airflow_gpu_scheduler.core.planner.rollout import RolloutConfig, RolloutPlanner
 from airflow_gpu_scheduler.core.policies.base import (
     ClusterState,
     Decision,
@@ -29,27 +33,39 @@ from airflow_gpu_scheduler.core.streaming import streaming_reserve
 
 class MilpPolicy:
     name = "milp"
+    #: Asked at every event: applying the plan in force must not wait for the next solve.
+    cadence_s = None
 
-    def __init__(self, config: PlannerConfig | None = None, cadence_s: float = 60.0,
-                 min_interval_s: float = 300.0, release_ahead_s: float = 0.0) -> None:
-        self.planner = MilpPlanner(config)
-        self.cadence_s = cadence_s
+    def __init__(self, config: PlannerConfig | None = None, solve_every_s: float = 60.0,
+                 min_interval_s: float = 300.0, release_ahead_s: float = 0.0,
+                 rollout: RolloutConfig | None = None) -> None:
+        self.planner = RolloutPlanner(config, rollout)
+        self.solve_every_s = solve_every_s
         self.min_interval_s = min_interval_s
         self.release_ahead_s = release_ahead_s
         self._plan: Plan | None = None
         self._planned_for: frozenset[str] = frozenset()
         self._last_solve_s = float("-inf")
         self._expected_end: dict[str, float] = {}
+        self._surprise_pending = False
 
     def decide(self, state: ClusterState) -> Decision:
         seen = frozenset(j.job_id for j in state.waiting) | frozenset(r.job.job_id for r in state.running)
         changed = seen != self._planned_for
         new_plan = None
-        surprise = self._surprised(state)
-        if self._plan is None or (changed and self._must_replan(state, surprise)):
+        surprise = self._surprised(state) or self._surprise_pending
+        solve = self._plan is None or (changed and self._must_replan(state, surprise))
+        deferred = None
+        if solve and state.now_s - self._last_solve_s < self.solve_every_s:
+            # Not before the next cycle: remember why, and come back then.
+            solve, self._surprise_pending = False, surprise
+            deferred = self._last_solve_s + self.solve_every_s
+        if solve:
+            self._surprise_pending = False
             reserve = streaming_reserve(state.cluster, state.streaming_history, state.now_s)
             previous = {s.job_id: s.start_s for s in self._plan.starts} if self._plan else None
-            new_plan = self.planner.plan(state.cluster, state.waiting, state.running, state.now_s, reserve, previous)
+            new_plan = self.planner.plan(state.cluster, state.waiting, state.running, state.now_s, reserve, previous,
+                                         errors=state.estimate_errors(), in_force=self._plan)
             self._plan, self._planned_for, self._last_solve_s = new_plan, seen, state.now_s
             changed = False
         plan = self._plan
@@ -59,14 +75,14 @@ class MilpPolicy:
         upcoming = [s.start_s for s in plan.starts if s.start_s > state.now_s and s.job_id in waiting_ids]
         wake = min(upcoming, default=None)
         if changed:
-            retry = self._last_solve_s + self.min_interval_s
+            retry = deferred if deferred is not None else self._last_solve_s + self.min_interval_s
             wake = retry if wake is None else min(wake, retry)
         return Decision(levers, wake_at_s=wake, plan=new_plan)
 
     def _surprised(self, state: ClusterState) -> bool:
         """Did GPUs free up earlier than planned, or did new work arrive, since the last call?"""
         running = {r.job.job_id: r for r in state.running}
-        early = any(job_id not in running and end - state.now_s > (self.cadence_s or 0.0)
+        early = any(job_id not in running and end - state.now_s > self.solve_every_s
                     for job_id, end in self._expected_end.items())
         known = set(self._plan.by_job()) | set(self._plan.unplanned) if self._plan else set()
         arrived = any(j.job_id not in known for j in state.waiting)

@@ -1,0 +1,201 @@
+"""Follow a plan forward through Airflow's dispatch on sampled durations, and score what it does.
+
+This is how the rollout judges a candidate plan: the plan is applied as the operator
+applies it between solves (:func:`~airflow_gpu_scheduler.core.levers.levers_for_plan`:
+a job is released into its GPU type's pool at its planned start, weighted in plan order;
+pools split into batch and streaming slots), and Airflow's rule decides what starts
+(:func:`~airflow_gpu_scheduler.core.levers.airflow_dispatch`: by weight, a task that does
+not fit is skipped and smaller later ones may pass). Jobs then run for a *sampled*
+duration, not their estimate, so a plan that only works when every estimate is right
+(a gang promised GPUs that a late job still holds, small jobs slipping in meanwhile)
+scores what it would really get. No new arrivals are simulated: what arrives later
+meets every candidate alike.
+
+The score is the benchmark's weighted goodput (priority x GPUs x work done, pro rata, for
+batch jobs that meet their deadline; served seconds for endpoints started within their
+wait budget), averaged over a few checkpoints inside the look-ahead so that work done
+sooner counts more, and credited pro rata at each checkpoint so the look-ahead's edge is
+no cliff that punishes starting a long job.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from airflow_gpu_scheduler.core.estimates import EstimateErrors
+from airflow_gpu_scheduler.core.levers import WaitingTask, airflow_dispatch, plan_weight, pool_name
+from airflow_gpu_scheduler.core.planner.plan import Plan
+from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, runtime_s
+
+#: A running job already past every runtime its kind ever showed is assumed to end this
+#: fraction of its expected runtime from now (it is overdue: soon, but not at once).
+OVERDUE_FRACTION = 0.1
+
+
+@dataclass(frozen=True)
+class SampledFuture:
+    """One draw of how long every job really takes, shared by every candidate (common random numbers).
+
+    ``running_end``: when each running job ends (absolute seconds); ``ratio``: actual over
+    estimated runtime of each waiting job.
+    """
+
+    running_end: Mapping[str, float]
+    ratio: Mapping[str, float]
+
+
+def sample_futures(cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float,
+                   errors: EstimateErrors, samples: int, seed: int = 0) -> list[SampledFuture]:
+    """``samples`` futures; job ``x``'s draw in sample ``k`` depends only on (seed, x, k), so the
+    same job keeps its draw from cycle to cycle and decisions do not flicker with the noise."""
+    futures = []
+    for k in range(samples):
+        ends: dict[str, float] = {}
+        for r in running:
+            rng = random.Random(f"{seed}:{r.job.job_id}:{k}")
+            expected = runtime_s(r.job, r.job.planning_estimate_s, cluster.gpu_type(r.gpu_type))
+            elapsed = max(0.0, now_s - r.start_s)
+            ratio = errors.sample(r.job.kind, rng, at_least=elapsed / expected if expected > 0 else 0.0)
+            ends[r.job.job_id] = (now_s + OVERDUE_FRACTION * expected if ratio is None
+                                  else max(now_s, r.start_s + ratio * expected))
+        ratios = {}
+        for job in waiting:
+            ratio = errors.sample(job.kind, random.Random(f"{seed}:{job.job_id}:{k}"))
+            ratios[job.job_id] = 1.0 if ratio is None else ratio
+        futures.append(SampledFuture(ends, ratios))
+    return futures
+
+
+@dataclass(frozen=True)
+class Started:
+    """A waiting job the followed plan started: where, when, and for how long (sampled)."""
+
+    job: Job
+    gpu_type: str
+    start_s: float
+    runtime_s: float
+    speed: float
+
+
+def follow_plan(plan: Plan, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob],
+                now_s: float, until_s: float, future: SampledFuture) -> list[Started]:
+    """The waiting jobs that start before ``until_s`` when ``plan`` is applied and jobs take ``future``'s times.
+
+    Releases and pool slots follow :func:`~airflow_gpu_scheduler.core.levers.levers_for_plan`,
+    recomputed at every event (the operator re-applies the plan whenever GPUs free up): a
+    job is released at its planned start, or earlier when every job before it on its GPU
+    type has been released and it fits in GPUs free and unclaimed; the streaming pool keeps
+    the plan's reservation, never more than batch work leaves.
+    """
+    planned = plan.by_job()
+    counts = {t.name: t.count for t in cluster.gpu_types}
+    speeds = {t.name: t.speed for t in cluster.gpu_types}
+    reserve = plan.streaming_reserve
+    batch_pool = {name: pool_name(name) for name in counts}
+    streaming_pool = {name: pool_name(name, True) for name in counts}
+    used = {pool: 0 for name in counts for pool in (batch_pool[name], streaming_pool[name])}
+    ends: list[tuple[float, int, str, int]] = []
+    for seq, r in enumerate(running):
+        pool = pool_name(r.gpu_type, r.job.is_streaming)
+        used[pool] += r.job.gpus
+        heapq.heappush(ends, (future.running_end[r.job.job_id], seq, pool, r.job.gpus))
+    seq = len(running)
+    # Per GPU type, the jobs not yet released, in plan order (planned starts are in rank order).
+    queue: dict[str, list[Job]] = {name: [] for name in counts}
+    for job in sorted((j for j in waiting if j.job_id in planned), key=lambda j: planned[j.job_id].rank):
+        queue[planned[job.job_id].gpu_type].append(job)
+    head = dict.fromkeys(counts, 0)
+    claimed = dict.fromkeys(counts, 0)
+    due: dict[str, tuple[Job, str]] = {}
+    started: list[Started] = []
+    t = now_s
+    while True:
+        while ends and ends[0][0] <= t + 1e-9:
+            _, _, pool, gpus = heapq.heappop(ends)
+            used[pool] -= gpus
+        for name, jobs in queue.items():
+            free = counts[name] - used[batch_pool[name]] - used[streaming_pool[name]]
+            unmet = max(0, reserve.get(name, 0) - used[streaming_pool[name]])
+            while head[name] < len(jobs):
+                job = jobs[head[name]]
+                room = free - claimed[name] - (0 if job.is_streaming else unmet)
+                if planned[job.job_id].start_s > t + 1e-6 and job.gpus > room:
+                    break
+                due[job.job_id] = (job, name)
+                claimed[name] += job.gpus
+                head[name] += 1
+        if due:
+            slots = _pool_slots(counts, reserve, used, due)
+            tasks = [WaitingTask(job.job_id, pool_name(gpu_type, job.is_streaming), job.gpus,
+                                 plan_weight(planned[job.job_id].rank), job.submit_s, job.group or job.job_id)
+                     for job, gpu_type in due.values()]
+            for job_id in airflow_dispatch(tasks, slots, used):
+                job, gpu_type = due.pop(job_id)
+                pool = pool_name(gpu_type, job.is_streaming)
+                used[pool] += job.gpus
+                claimed[gpu_type] -= job.gpus
+                runtime = runtime_s(job, job.planning_estimate_s * future.ratio.get(job_id, 1.0),
+                                    cluster.gpu_type(gpu_type))
+                started.append(Started(job, gpu_type, t, runtime, speeds[gpu_type]))
+                seq += 1
+                heapq.heappush(ends, (t + runtime, seq, pool, job.gpus))
+        pending = [planned[jobs[head[name]].job_id].start_s for name, jobs in queue.items() if head[name] < len(jobs)]
+        upcoming = [min(pending)] if pending else []
+        if ends and (due or pending):  # an end lets a due job start, or the next in order be released
+            upcoming.append(ends[0][0])
+        if not upcoming:
+            break
+        t = max(t, min(upcoming))
+        if t > until_s:
+            break
+    return started
+
+
+def _pool_slots(counts: Mapping[str, int], reserve: Mapping[str, int], used: Mapping[str, int],
+                due: Mapping[str, tuple[Job, str]]) -> dict[str, int]:
+    """Slots per pool as :func:`~airflow_gpu_scheduler.core.levers.levers_for_plan` sets them."""
+    streaming_due = dict.fromkeys(counts, 0)
+    for job, gpu_type in due.values():
+        if job.is_streaming:
+            streaming_due[gpu_type] += job.gpus
+    slots = {}
+    for name, count in counts.items():
+        streaming_pool = pool_name(name, True)
+        wanted = max(reserve.get(name, 0), used[streaming_pool] + streaming_due[name])
+        streaming_slots = max(0, min(wanted, count - used[pool_name(name)]))
+        slots[streaming_pool] = streaming_slots
+        slots[pool_name(name)] = count - streaming_slots
+    return slots
+
+
+@dataclass(frozen=True)
+class Score:
+    """What following a plan earned inside the look-ahead: weighted goodput (averaged over
+    checkpoints), then busy GPU-seconds (utilization) as the tie-break."""
+
+    goodput: float
+    busy_gpu_s: float
+
+
+def score(started: Sequence[Started], checkpoints: Sequence[float]) -> Score:
+    """Weighted goodput and busy GPU-seconds of ``started``, each averaged over ``checkpoints``."""
+    goodput = busy = 0.0
+    for s in started:
+        job, end = s.job, s.start_s + s.runtime_s
+        if job.is_streaming:
+            on_time = s.start_s - job.submit_s <= (job.max_wait_s or 0.0) + 1e-6
+            rate = job.priority * job.gpus if on_time else 0.0
+        else:
+            met = job.deadline_s is None or end <= job.deadline_s + 1e-6
+            # Work done per second held: GPUs x speed (a slow GPU earns less per second).
+            rate = job.priority * job.gpus * s.speed if met else 0.0
+        for c in checkpoints:
+            held = min(c, end) - s.start_s
+            if held > 0:
+                goodput += rate * held
+                busy += job.gpus * held
+    n = max(1, len(checkpoints))
+    return Score(goodput / n, busy / n)

@@ -1,0 +1,133 @@
+"""Rollout over candidate plans: apply whichever of several base plans has the best simulated future.
+
+The MILP is near-optimal for its own model, but its model is not the world: its
+objective is a surrogate of the metric, its horizon rolls, and estimates are noisy, so
+a plan it prefers can lose to a rule of thumb such as EASY backfill. Each cycle therefore
+builds candidate plans (the MILP's, the greedy plan it started from, EASY backfill's
+projected plan, and the plan in force, so that a decision once taken is kept unless
+something beats it: the "fortified" rollout), follows each forward through Airflow's
+dispatch on the same sampled durations (common random numbers, drawn from the errors
+completed jobs showed; :mod:`.lookahead`), and applies the one with the best expected
+weighted goodput. Taking the best of its base policies' simulated futures at every
+decision is at least as good as each of them, up to the simulation's fidelity
+(Bertsekas, Tsitsiklis & Wu 1997; ``../shared/notes/rollout.md`` in the repository's
+workspace), so the MILP only has to win where it can.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from airflow_gpu_scheduler.core.estimates import EstimateErrors
+from airflow_gpu_scheduler.core.planner.lookahead import Score, follow_plan, sample_futures, score
+from airflow_gpu_scheduler.core.planner.milp import MilpPlanner
+from airflow_gpu_scheduler.core.planner.plan import Plan, PlannerConfig
+from airflow_gpu_scheduler.core.planner.projection import projected_plan
+from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob
+
+#: On a tie, the earlier candidate wins: keeping the plan in force costs no churn, and the
+#: MILP's plan is the one whose reasons the review page explains best.
+PREFERENCE = ("kept", "milp", "backfill", "greedy")
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Knobs of the rollout.
+
+    :param samples: sampled futures per cycle; each candidate is followed through all of them.
+    :param lookahead_s: how far each future is followed: long enough to see a drain for a
+        gang pay off, short enough that the queue of now still matters at its end.
+    :param checkpoints: goodput is averaged over this many evenly spaced points of the
+        look-ahead, so work done sooner counts more.
+    :param seed: the sampled durations depend only on (seed, job, sample).
+    :param enabled: off: the MILP's plan is applied as it is.
+    """
+
+    samples: int = 4
+    lookahead_s: float = 6 * 3600.0
+    checkpoints: int = 6
+    seed: int = 0
+    enabled: bool = True
+
+
+class RolloutPlanner:
+    """Plans a cycle with the MILP, then applies the best of the candidate plans by simulated goodput."""
+
+    def __init__(self, config: PlannerConfig | None = None, rollout: RolloutConfig | None = None) -> None:
+        self.milp = MilpPlanner(config)
+        self.rollout = rollout or RolloutConfig()
+
+    @property
+    def config(self) -> PlannerConfig:
+        return self.milp.config
+
+    def plan(
+        self,
+        cluster: Cluster,
+        queued: Sequence[Job],
+        running: Sequence[RunningJob],
+        now_s: float,
+        streaming_reserve: Mapping[str, int] | None = None,
+        previous: Mapping[str, float] | None = None,
+        errors: EstimateErrors | None = None,
+        in_force: Plan | None = None,
+    ) -> Plan:
+        """The cycle's plan. ``previous``: the planned starts of the plan in force (its near-term
+        promises are priced into the MILP, see :class:`MilpPlanner`); ``in_force``: that plan
+        itself, a candidate; ``errors``: what completed jobs showed (default: a log-normal guess)."""
+        plans = self.milp.plans(cluster, queued, running, now_s, streaming_reserve, previous)
+        milp = plans.milp
+        if not self.rollout.enabled or not queued:
+            return milp
+        t0 = time.perf_counter()
+        candidates = self.candidates(cluster, queued, running, now_s, plans.milp, plans.greedy, in_force)
+        scores = self.evaluate(candidates, cluster, queued, running, now_s, errors or EstimateErrors())
+        # Goodput decides; within a hair of the best (sampling noise), utilization, then PREFERENCE.
+        top = max(s.goodput for s in scores.values())
+        near = [name for name in candidates if scores[name].goodput >= top - 1e-9 * max(1.0, abs(top))]
+        best = max(near, key=lambda name: (round(scores[name].busy_gpu_s, 3), -PREFERENCE.index(name)))
+        chosen = candidates[best]
+        rollout_s = time.perf_counter() - t0
+        report = replace(milp.report, chosen=best, rollout_s=rollout_s, wall_s=milp.report.wall_s + rollout_s,
+                         candidates={name: s.goodput for name, s in scores.items()})
+        return Plan(now_s, chosen.starts, chosen.unplanned, report, milp.streaming_reserve)
+
+    def candidates(self, cluster: Cluster, queued: Sequence[Job], running: Sequence[RunningJob], now_s: float,
+                   milp: Plan, greedy: Plan, in_force: Plan | None) -> dict[str, Plan]:
+        """The plans to compare, by name (duplicates of the MILP's plan left out)."""
+        from airflow_gpu_scheduler.core.policies.backfill import EasyBackfillPolicy
+
+        reserve = milp.streaming_reserve
+        out = {"milp": milp}
+        if in_force is not None:
+            waiting = [j.job_id for j in queued]
+            kept = tuple(s for s in in_force.starts if s.job_id in set(waiting))
+            if kept:
+                placed = {s.job_id for s in kept}
+                out["kept"] = Plan(now_s, kept, tuple(j for j in waiting if j not in placed), in_force.report, reserve)
+        out["backfill"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s,
+                                         now_s + self.rollout.lookahead_s, reserve, "backfill")
+        out["greedy"] = greedy
+        signature = _signature(milp)
+        return {name: plan for name, plan in out.items() if name == "milp" or _signature(plan) != signature}
+
+    def evaluate(self, candidates: Mapping[str, Plan], cluster: Cluster, queued: Sequence[Job],
+                 running: Sequence[RunningJob], now_s: float, errors: EstimateErrors) -> dict[str, Score]:
+        """Each candidate's mean score over the same sampled futures."""
+        cfg = self.rollout
+        until = now_s + cfg.lookahead_s
+        checkpoints = [now_s + cfg.lookahead_s * (i + 1) / cfg.checkpoints for i in range(cfg.checkpoints)]
+        futures = sample_futures(cluster, queued, running, now_s, errors, cfg.samples, cfg.seed)
+        out = {}
+        for name, plan in candidates.items():
+            runs = [score(follow_plan(plan, cluster, queued, running, now_s, until, f), checkpoints) for f in futures]
+            out[name] = Score(statistics.fmean(s.goodput for s in runs), statistics.fmean(s.busy_gpu_s for s in runs))
+        return out
+
+
+def _signature(plan: Plan) -> tuple:
+    """What makes two plans act alike: each job's GPU type, start and rank."""
+    return tuple(sorted((s.job_id, s.gpu_type, round(s.start_s, 3), s.rank) for s in plan.starts))

@@ -1,0 +1,157 @@
+"""The rollout: candidate plans followed through Airflow's dispatch on sampled durations; the best is applied."""
+
+from airflow_gpu_scheduler.core.estimates import EstimateErrors
+from airflow_gpu_scheduler.core.planner import PlannerConfig
+from airflow_gpu_scheduler.core.planner.lookahead import SampledFuture, follow_plan, sample_futures, score
+from airflow_gpu_scheduler.core.planner.plan import Plan, PlannedStart, SolveReport
+from airflow_gpu_scheduler.core.planner.projection import projected_plan
+from airflow_gpu_scheduler.core.planner.rollout import RolloutConfig, RolloutPlanner
+from airflow_gpu_scheduler.core.policies.backfill import EasyBackfillPolicy
+from airflow_gpu_scheduler.core.workload import Cluster, Job, JobKind, RunningJob
+
+ONE = Cluster.from_dict({"gpu_types": {"h100": {"count": 1, "speed": 1.0}}})
+FOUR = Cluster.from_dict({"gpu_types": {"h100": {"count": 4, "speed": 1.0}}})
+EXACT = EstimateErrors([(kind, 1.0) for kind in JobKind for _ in range(10)])
+REPORT = SolveReport("test", "test", 0.0, 0.0, None, None, 0.0)
+
+
+def job(job_id, gpus, estimate, priority=1.0, kind="batch_inference", **kw):
+    return Job(job_id, 0.0, kind, gpus, estimate_s=estimate, priority=priority, **kw)
+
+
+def plan_of(*starts, reserve=None):
+    """A hand-made plan: (job id, start) in rank order, all on h100."""
+    return Plan(0.0, tuple(PlannedStart(j, "h100", t, t + 1, rank, False) for rank, (j, t) in enumerate(starts)),
+                (), REPORT, reserve or {})
+
+
+def test_backfill_is_chosen_where_estimate_noise_breaks_the_milps_plan():
+    # D can just meet its deadline if it starts now and runs as estimated, so the MILP starts it
+    # first; EASY backfill runs the higher-priority X first. Completed jobs ran 1.5x their
+    # estimates: D would miss its deadline anyway, and X's work would only come later.
+    jobs = [job("D", 4, 3000.0, priority=2, deadline_s=3300.0), job("X", 4, 3000.0, priority=3)]
+    late = EstimateErrors([(kind, 1.5) for kind in JobKind for _ in range(10)])
+    planner = RolloutPlanner(PlannerConfig(mip_rel_gap=0.0))
+    plan = planner.plan(FOUR, jobs, [], 0.0, errors=late)
+    assert plan.report.chosen == "backfill"
+    assert plan.report.candidates["backfill"] > plan.report.candidates["milp"]
+    assert plan.by_job()["X"].start_s == 0.0
+    # Where estimates have been right, the MILP's bet pays and its plan is applied.
+    plan = planner.plan(FOUR, jobs, [], 0.0, errors=EXACT)
+    assert plan.report.chosen == "milp" and plan.by_job()["D"].start_s == 0.0
+
+
+def test_the_milp_plan_is_chosen_where_it_is_better():
+    # Priority order (EASY backfill) starts A first and B misses its deadline; the MILP runs B
+    # first, so both earn their value.
+    jobs = [job("A", 4, 3600.0, priority=5), job("B", 4, 3600.0, priority=4, deadline_s=3700.0)]
+    plan = RolloutPlanner(PlannerConfig(mip_rel_gap=0.0)).plan(FOUR, jobs, [], 0.0, errors=EXACT)
+    assert plan.report.chosen == "milp"
+    assert plan.report.candidates["milp"] > plan.report.candidates["backfill"]
+    assert plan.by_job()["B"].start_s == 0.0
+
+
+def test_a_gang_drain_that_noise_makes_futile_loses_to_filling_the_gpus():
+    # Two of four GPUs run a training job expected to end at 600 s. Plan "drain" keeps the other
+    # two idle for a 4-GPU gang; plan "fill" first runs two 1,000 s jobs there. If the estimate
+    # holds, draining pays (the valuable gang starts 400 s sooner); if training runs 4x its
+    # estimates, as completed training jobs did, the GPUs are not free before 2,400 s and the
+    # drain only wasted them.
+    running = [RunningJob(job("r", 2, 600.0, kind="training"), "h100", 0.0)]
+    gang, small = job("gang", 4, 3600.0, priority=2), [job(f"s{i}", 1, 1000.0, kind="quantization")
+                                                      for i in range(2)]
+    drain = plan_of(("gang", 600.0), ("s0", 4200.0), ("s1", 4200.0))
+    fill = plan_of(("s0", 0.0), ("s1", 0.0), ("gang", 1000.0))
+    planner = RolloutPlanner(rollout=RolloutConfig(lookahead_s=4 * 3600.0))
+    slow = EstimateErrors([(kind, 4.0 if kind is JobKind.TRAINING else 1.0) for kind in JobKind for _ in range(10)])
+    noisy = planner.evaluate({"milp": drain, "backfill": fill}, FOUR, [gang, *small], running, 0.0, slow)
+    assert noisy["backfill"].goodput > noisy["milp"].goodput
+    exact = planner.evaluate({"milp": drain, "backfill": fill}, FOUR, [gang, *small], running, 0.0, EXACT)
+    assert exact["milp"].goodput > exact["backfill"].goodput
+
+
+def test_a_job_that_ends_early_lets_the_next_in_plan_order_start_at_once():
+    # Four 100 s jobs on one GPU. The MILP may only start queued jobs at grid points (300 s
+    # apart), so its plan names 0, 300, 600, 900; followed in order, each starts the moment the
+    # one before it ends, as the operator releases them.
+    jobs = [job(f"q{i}", 1, 100.0) for i in range(4)]
+    plan = RolloutPlanner(PlannerConfig(step_s=300.0), RolloutConfig(enabled=False)).plan(ONE, jobs, [], 0.0)
+    assert sorted(s.start_s for s in plan.starts) == [0.0, 300.0, 600.0, 900.0]
+    future = SampledFuture({}, {j.job_id: 1.0 for j in jobs})
+    started = follow_plan(plan, ONE, jobs, [], 0.0, 1e5, future)
+    assert sorted(s.start_s for s in started) == [0.0, 100.0, 200.0, 300.0]
+
+
+def test_in_order_release_never_lets_a_smaller_job_pass_a_gang_the_plan_starts_first():
+    running = [RunningJob(job("r", 2, 600.0), "h100", 0.0)]
+    gang, small = job("gang", 4, 1000.0), job("small", 1, 100.0)
+    plan = plan_of(("gang", 600.0), ("small", 1600.0))
+    future = SampledFuture({"r": 900.0}, {"gang": 1.0, "small": 1.0})
+    started = {s.job.job_id: s.start_s for s in follow_plan(plan, FOUR, [gang, small], running, 0.0, 1e5, future)}
+    assert started == {"gang": 900.0, "small": 1900.0}  # two GPUs idle until 900 s: the drain
+
+
+def test_following_a_plan_is_airflows_dispatch_a_gang_that_does_not_fit_is_passed():
+    # Both jobs are due at once; the gang ranks first but two GPUs are busy, so Airflow skips it
+    # and the 1-GPU job takes a free GPU (apache/airflow#29474), exactly as in the simulator.
+    running = [RunningJob(job("r", 2, 600.0), "h100", 0.0)]
+    gang, small = job("gang", 4, 1000.0), job("small", 1, 5000.0)
+    plan = plan_of(("gang", 0.0), ("small", 0.0))
+    future = SampledFuture({"r": 600.0}, {"gang": 1.0, "small": 1.0})
+    started = {s.job.job_id: s.start_s for s in follow_plan(plan, FOUR, [gang, small], running, 0.0, 1e5, future)}
+    assert started == {"small": 0.0, "gang": 5000.0}
+
+
+def test_the_streaming_reservation_keeps_batch_work_out_of_its_gpus():
+    jobs = [job(f"b{i}", 1, 600.0) for i in range(4)]
+    plan = plan_of(*((j.job_id, 0.0) for j in jobs), reserve={"h100": 1})
+    future = SampledFuture({}, {j.job_id: 1.0 for j in jobs})
+    started = follow_plan(plan, FOUR, jobs, [], 0.0, 1e5, future)
+    assert sorted(s.start_s for s in started) == [0.0, 0.0, 0.0, 600.0]
+
+
+def test_goodput_is_pro_rata_and_zero_for_a_missed_deadline():
+    jobs = [job("ok", 2, 1000.0, priority=3), job("late", 2, 1000.0, priority=3, deadline_s=500.0)]
+    plan = plan_of(("ok", 0.0), ("late", 0.0))
+    started = follow_plan(plan, FOUR, jobs, [], 0.0, 1e5, SampledFuture({}, {"ok": 1.0, "late": 1.0}))
+    got = score(started, [500.0])
+    assert got.goodput == 3 * 2 * 500.0  # half of "ok"'s work; nothing for "late"
+    assert got.busy_gpu_s == 2 * 500.0 * 2
+
+
+def test_running_jobs_are_sampled_past_what_they_already_ran():
+    errors = EstimateErrors([(JobKind.TRAINING, r) for r in (0.5, 0.8, 1.0, 1.5, 2.0, 3.0, 1.2, 0.9)])
+    r = RunningJob(job("r", 1, 1000.0, kind="training"), "h100", 0.0)
+    for future in sample_futures(FOUR, [], [r], 1600.0, errors, samples=20):
+        assert future.running_end["r"] >= 1600.0  # never ended in the past
+        assert future.running_end["r"] in (2000.0, 3000.0)  # only ratios above 1.6 remain
+
+
+def test_backfill_projection_starts_what_easy_backfill_starts_now():
+    jobs = [job("gang", 4, 3600.0, priority=5), job("short", 1, 300.0), job("long", 1, 9000.0)]
+    running = [RunningJob(job("r", 2, 600.0), "h100", 0.0)]
+    plan = projected_plan(EasyBackfillPolicy(), FOUR, jobs, running, 0.0, 1e5, {}, "backfill")
+    by = plan.by_job()
+    assert by["short"].start_s == 0.0  # ends before the gang's reservation
+    assert by["gang"].start_s == 600.0
+    assert by["long"].start_s == 4200.0  # would delay the gang: after it
+
+
+def test_rollout_is_deterministic_per_seed_with_a_node_limited_solver():
+    jobs = [job(f"j{i}", 1 + i % 3, 600.0 + 97 * i, priority=1 + i % 4) for i in range(12)]
+    running = [RunningJob(job("r", 2, 1200.0), "h100", -300.0)]
+    cfg = PlannerConfig(time_limit_s=30.0, max_nodes=50)
+    errors = EstimateErrors([(JobKind.BATCH_INFERENCE, 0.7 + 0.1 * i) for i in range(10)])
+    plans = [RolloutPlanner(cfg, RolloutConfig(seed=7)).plan(FOUR, jobs, running, 0.0, errors=errors)
+             for _ in range(2)]
+    assert plans[0].starts == plans[1].starts
+    assert plans[0].report.chosen == plans[1].report.chosen
+    assert plans[0].report.candidates == plans[1].report.candidates
+
+
+def test_rollout_off_applies_the_milp_plan():
+    jobs = [job("D", 4, 3000.0, priority=2, deadline_s=3300.0), job("X", 4, 3000.0, priority=3)]
+    late = EstimateErrors([(kind, 1.5) for kind in JobKind for _ in range(10)])
+    plan = RolloutPlanner(PlannerConfig(mip_rel_gap=0.0), RolloutConfig(enabled=False)).plan(FOUR, jobs, [], 0.0,
+                                                                                            errors=late)
+    assert plan.report.chosen == "" and plan.by_job()["D"].start_s == 0.0
