@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from airflow_gpu_scheduler.core.estimates import Estimator
 from airflow_gpu_scheduler.core.levers import gpu_type_of_pool
+from airflow_gpu_scheduler.core.policies.base import Completion
 from airflow_gpu_scheduler.core.streaming import StreamingInterval, streaming_reserve
 from airflow_gpu_scheduler.core.workload import Cluster, Job, JobKind, RunningJob, WorkloadError, split_valid
 from airflow_gpu_scheduler.declare import GpuDeclaration, parse_declaration
@@ -30,6 +31,8 @@ class GpuWorkload:
     :param estimate_sources: ``{job_id: "declared" | "group history" | "kind history" | "default"}``.
     :param reserve: GPUs per type to keep for real-time inference.
     :param task_instances: every waiting task instance by job id.
+    :param completed: GPU tasks that succeeded recently, each with the estimate it declared,
+        so the rollout samples the estimate errors this cluster shows.
     """
 
     queued: list[Job]
@@ -39,6 +42,7 @@ class GpuWorkload:
     reserve: dict[str, int]
     task_instances: dict[str, GpuTaskInstance] = field(default_factory=dict)
     rejection_fields: dict[str, dict[str, str]] = field(default_factory=dict)
+    completed: list[Completion] = field(default_factory=list)
 
 
 def _declaration(ti: GpuTaskInstance) -> GpuDeclaration:
@@ -148,4 +152,23 @@ def build_workload(snapshot: GpuWorkSnapshot, cluster: Cluster) -> GpuWorkload:
             intervals.append(StreamingInterval(gpu_type, ti.pool_slots, ti.start_s, ti.end_s))
     reserve = streaming_reserve(cluster, intervals, now_s)
     return GpuWorkload(queued, running, rejected, sources, reserve, {ti.key.job_id: ti for ti in snapshot.waiting},
-                       fields)
+                       fields, completions(snapshot, cluster))
+
+
+def completions(snapshot: GpuWorkSnapshot, cluster: Cluster) -> list[Completion]:
+    """Successful GPU task instances, oldest first, as the planner saw them: with the estimate
+    they declared (an estimate learned from history is no error to learn from)."""
+    out = []
+    for ti in sorted(snapshot.finished, key=lambda t: t.end_s or 0.0):
+        gpu_type = gpu_type_of_pool(ti.pool)
+        if (ti.state != "success" or gpu_type not in cluster.names or ti.start_s is None or ti.end_s is None
+                or ti.declaration is None):
+            continue
+        try:
+            job = _job(ti, parse_declaration(ti.declaration), ti.start_s)
+        except WorkloadError:
+            continue
+        if job.is_streaming or job.estimate_s is not None:
+            out.append(Completion(job.with_estimate(job.estimate_s or ti.end_s - ti.start_s), gpu_type,
+                                  ti.start_s, ti.end_s))
+    return out

@@ -13,7 +13,9 @@ from airflow.sdk import BaseOperator
 from airflow_gpu_scheduler import config
 from airflow_gpu_scheduler.cluster_config import cluster_from_file, cluster_from_variable
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, Levers, levers_for_plan, pool_name
-from airflow_gpu_scheduler.core.planner import MilpPlanner, Plan, PlannerConfig
+from airflow_gpu_scheduler.core.planner import Plan, PlannerConfig
+from airflow_gpu_scheduler.core.planner.rollout import RolloutPlanner
+from airflow_gpu_scheduler.core.policies.base import ClusterState
 from airflow_gpu_scheduler.core.waiting import waiting_reasons
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.cycle_metrics import gpus_busy, reported
@@ -93,7 +95,7 @@ class GpuScheduleOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         cluster = self.load_cluster()
         hook = GpuSchedulerMetadataHook(self.gpu_scheduler_conn_id)
-        planner = MilpPlanner(self.planner_config or configured_planner())
+        planner = RolloutPlanner(self.planner_config or configured_planner())
         repeat_every_s = self.repeat_every_s or config.get_float("cycle_interval_s")
         origin = (context["dag_run"].dag_id, context["dag_run"].run_id) if context.get("dag_run") else (None, None)
         try:
@@ -141,7 +143,7 @@ def locked_out_summary() -> dict[str, Any]:
 @reported
 def schedule_cycle(
     hook: GpuSchedulerMetadataHook,
-    planner: MilpPlanner,
+    planner: RolloutPlanner,
     cluster: Cluster,
     origin: tuple[str | None, str | None] = (None, None),
     log: Any = None,
@@ -163,8 +165,10 @@ def schedule_cycle(
         if log:
             log.error("Cannot plan %s: task %s, field %r: %s. It stays held in pool %s.",
                       job_id, detail["task"], detail["field"], detail["reason"], INTAKE_POOL)
+    seen = ClusterState(snapshot.now_s, cluster, tuple(workload.queued), tuple(workload.running),
+                        completed=tuple(workload.completed))
     plan = planner.plan(cluster, workload.queued, workload.running, snapshot.now_s, workload.reserve,
-                        previous=hook.previous_starts())
+                        previous=hook.previous_starts(), errors=seen.estimate_errors(), demand=seen.streaming_demand())
     if log and plan.report.message:
         log.warning("Planner: %s (status %s)", plan.report.message, plan.report.status)
     levers = levers_for_plan(plan, cluster, workload.queued, workload.running, snapshot.now_s)

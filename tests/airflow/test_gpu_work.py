@@ -79,3 +79,23 @@ def test_each_rejection_names_task_field_and_reason_and_never_crashes_the_cycle(
     assert {j: (f["task"], f["field"]) for j, f in work.rejection_fields.items()} == {
         "d/r1/odd/-1": ("d.odd", "gpu_types"), "d/r1/typo/-1": ("d.typo", "gpu_types"), "d/r1/big/-1": ("d.big", "gpus")}
     assert all(f["reason"] for f in work.rejection_fields.values())
+
+
+def test_finished_tasks_teach_the_rollout_the_estimate_errors_and_the_endpoints_to_expect():
+    from airflow_gpu_scheduler.core.policies.base import ClusterState
+
+    done = [ti("late", {"kind": "training", "gpus": 2, "estimate_s": 600}, pool="gpu_a100", state="success",
+               start=NOW - 3000, end=NOW - 600),  # 2,400 s on a 0.5-speed GPU: 2x its 1,200 s estimate there
+            ti("guess", {"kind": "quantization", "gpus": 1}, pool="gpu_h100", state="success",
+               start=NOW - 900, end=NOW - 300),  # no declared estimate: nothing to learn an error from
+            ti("failed", {"kind": "training", "gpus": 1, "estimate_s": 60}, pool="gpu_h100", state="failed",
+               start=NOW - 900, end=NOW - 800),
+            ti("endpoint", {"kind": "realtime_inference", "gpus": 1}, pool="gpu_h100_streaming",
+               state="success", start=NOW - 1800, end=NOW - 1200)]
+    work = build_workload(snapshot(finished=done), CLUSTER)
+    assert [(c.job.job_id, c.gpu_type) for c in work.completed] == [("d/r1/endpoint/-1", "h100"),
+                                                                     ("d/r1/late/-1", "a100")]
+    seen = ClusterState(NOW, CLUSTER, (), (), completed=tuple(work.completed))
+    assert work.completed[1].error_ratio(CLUSTER) == 2.0
+    demand = seen.streaming_demand()
+    assert [(j.kind, j.estimate_s) for j in demand.seen] == [(JobKind.REALTIME_INFERENCE, 600.0)]

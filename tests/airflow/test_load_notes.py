@@ -16,7 +16,8 @@ import pytest
 from metadata_seed import Seeder
 from sqlalchemy import text
 
-from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
+from airflow_gpu_scheduler.core.planner import PlannerConfig
+from airflow_gpu_scheduler.core.planner.rollout import RolloutPlanner
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.operators.schedule import schedule_cycle
 
@@ -33,7 +34,7 @@ def test_notes_for_5000_held_task_instances_are_a_small_part_of_a_cycle(hook, me
         seed.run("load_gpu", "big")
         seed.task_instances([{"dag_id": "load_gpu", "run_id": "big", "task_id": "work", "map_index": i,
                               "waited_s": 60 + i % 300} for i in range(N)])
-        planner = MilpPlanner(PlannerConfig(step_s=60.0, horizon_s=24 * 3600.0, time_limit_s=2.0))
+        planner = RolloutPlanner(PlannerConfig(step_s=60.0, horizon_s=24 * 3600.0, time_limit_s=2.0))
         now = time.time()
         figures = []
         for label, at in (("first", now), ("same plan", now), ("10 min later", now + 600)):

@@ -9,7 +9,8 @@ import pytest
 from metadata_seed import Seeder
 from sqlalchemy import delete, select, text, update
 
-from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
+from airflow_gpu_scheduler.core.planner import PlannerConfig
+from airflow_gpu_scheduler.core.planner.rollout import RolloutPlanner
 from airflow_gpu_scheduler.core.waiting import clock
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.hooks.metadata import TaskInstanceKey
@@ -17,7 +18,7 @@ from airflow_gpu_scheduler.hooks.notes import MARKER, NOTE_LIMIT, PLANNER_USER, 
 from airflow_gpu_scheduler.operators.schedule import schedule_cycle
 from airflow_gpu_scheduler.plan_notes import duration, gpu_count, private, waiting_note
 
-PLANNER = MilpPlanner(PlannerConfig(step_s=60.0, time_limit_s=1.0))
+PLANNER = RolloutPlanner(PlannerConfig(step_s=60.0, time_limit_s=1.0))
 CLUSTER = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}}})
 
 

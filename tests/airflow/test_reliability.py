@@ -24,7 +24,8 @@ from sqlalchemy.exc import OperationalError
 
 import airflow_gpu_scheduler.operators.fail_open as watchdog
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL
-from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
+from airflow_gpu_scheduler.core.planner import PlannerConfig
+from airflow_gpu_scheduler.core.planner.rollout import RolloutPlanner
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.hooks.metadata import FAIL_OPEN_METHOD, GpuSchedulerMetadataError, is_gpu_pool
 from airflow_gpu_scheduler.models import plan_job_table, plan_table
@@ -32,7 +33,7 @@ from airflow_gpu_scheduler.operators.fail_open import release_if_planner_down
 from airflow_gpu_scheduler.operators.schedule import schedule_cycle
 
 CLUSTER = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}, "a100": {"count": 2, "speed": 0.5}}})
-PLANNER = MilpPlanner(PlannerConfig(step_s=60.0, time_limit_s=2.0, mip_rel_gap=0.0))
+PLANNER = RolloutPlanner(PlannerConfig(step_s=60.0, time_limit_s=2.0, mip_rel_gap=0.0))
 RUNS = 4
 log = logging.getLogger("gpu_scheduler.test")
 
@@ -284,12 +285,12 @@ def _run_operator(conn_id: str, cluster_file: Path, out: Path, marker: Path | No
         "from airflow_gpu_scheduler.core import planner\n"
         f"marker, hold = {str(marker)!r} if {marker is not None!r} else None, {hold_s!r}\n"
         "if marker:\n"
-        "    plan = planner.MilpPlanner.plan\n"
+        "    plan = planner.MilpPlanner.plans\n"
         "    def slow(self, *a, **k):\n"
         "        Path(marker).write_text('planning')\n"
         "        time.sleep(hold)\n"
         "        return plan(self, *a, **k)\n"
-        "    planner.MilpPlanner.plan = slow\n"
+        "    planner.MilpPlanner.plans = slow\n"
         "from airflow_gpu_scheduler.operators.schedule import GpuScheduleOperator\n"
         f"op = GpuScheduleOperator(task_id='plan', gpu_scheduler_conn_id={conn_id!r}, cluster_file={str(cluster_file)!r})\n"
         f"Path({str(out)!r}).write_text(json.dumps(op.execute({{}}), default=str))\n"

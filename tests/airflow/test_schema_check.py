@@ -16,7 +16,8 @@ from sqlalchemy import DDL, create_engine, select
 
 import airflow_gpu_scheduler.operators.fail_open as watchdog
 from airflow_gpu_scheduler import schema_check
-from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
+from airflow_gpu_scheduler.core.planner import PlannerConfig
+from airflow_gpu_scheduler.core.planner.rollout import RolloutPlanner
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.models import plan_table
 from airflow_gpu_scheduler.operators.fail_open import release_if_planner_down
@@ -30,7 +31,7 @@ from airflow_gpu_scheduler.schema_check import (
 )
 
 CLUSTER = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}}})
-PLANNER = MilpPlanner(PlannerConfig(step_s=60.0, time_limit_s=1.0))
+PLANNER = RolloutPlanner(PlannerConfig(step_s=60.0, time_limit_s=1.0))
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from metadata_seed import Seeder
 from sqlalchemy.engine import make_url
 
 import airflow_gpu_scheduler.operators.fail_open as watchdog
-from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
+from airflow_gpu_scheduler.core.planner import PlannerConfig
+from airflow_gpu_scheduler.core.planner.rollout import RolloutPlanner
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook
 from airflow_gpu_scheduler.operators.fail_open import release_if_planner_down
@@ -71,7 +72,7 @@ def test_credentials_never_reach_logs_xcom_or_stored_plans(metadata_url, monkeyp
         cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}}})
         outputs = [
             release_if_planner_down(hook, 300.0, lambda: cluster, log=log),
-            schedule_cycle(hook, MilpPlanner(PlannerConfig(time_limit_s=1.0)), cluster, log=log),
+            schedule_cycle(hook, RolloutPlanner(PlannerConfig(time_limit_s=1.0)), cluster, log=log),
             hook.test_connection(),
             hook.get_plans(),
         ]

@@ -23,13 +23,15 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from airflow_gpu_scheduler.core.estimates import EstimateErrors
 from airflow_gpu_scheduler.core.levers import WaitingTask, airflow_dispatch, plan_weight, pool_name
 from airflow_gpu_scheduler.core.planner.plan import Plan
-from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, runtime_s
+from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, runtime_s
 
+#: Job id prefix of the endpoints a sampled future brings.
+ARRIVAL_PREFIX = "~arrival:"
 #: A running job already past every runtime its kind ever showed is assumed to end this
 #: fraction of its expected runtime from now (it is overdue: soon, but not at once).
 OVERDUE_FRACTION = 0.1
@@ -37,22 +39,49 @@ OVERDUE_FRACTION = 0.1
 
 @dataclass(frozen=True)
 class SampledFuture:
-    """One draw of how long every job really takes, shared by every candidate (common random numbers).
+    """One draw of the future, shared by every candidate (common random numbers).
 
     ``running_end``: when each running job ends (absolute seconds); ``ratio``: actual over
-    estimated runtime of each waiting job.
+    estimated runtime of each waiting job; ``arrivals``: real-time endpoints that arrive
+    meanwhile (their estimate is their runtime), the one kind of future work whose waiting
+    a plan decides now, by keeping GPUs free for it or not.
     """
 
     running_end: Mapping[str, float]
     ratio: Mapping[str, float]
+    arrivals: tuple[Job, ...] = ()
+
+
+@dataclass(frozen=True)
+class StreamingDemand:
+    """Endpoints seen recently (each with its actual runtime as its estimate) and over how long."""
+
+    seen: tuple[Job, ...] = ()
+    window_s: float = 0.0
+
+    def sample(self, now_s: float, lookahead_s: float, rng: random.Random, prefix: str) -> tuple[Job, ...]:
+        """Poisson arrivals at the recent rate, each a copy of a recently seen endpoint."""
+        if not self.seen or self.window_s <= 0:
+            return ()
+        rate = len(self.seen) / self.window_s
+        out, t = [], now_s
+        while True:
+            t += rng.expovariate(rate)
+            if t >= now_s + lookahead_s:
+                return tuple(out)
+            like = rng.choice(self.seen)
+            out.append(replace(like, job_id=f"{prefix}{len(out)}", submit_s=t, deadline_s=None))
 
 
 def sample_futures(cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float,
-                   errors: EstimateErrors, samples: int, seed: int = 0) -> list[SampledFuture]:
+                   errors: EstimateErrors, samples: int, seed: int = 0, demand: StreamingDemand | None = None,
+                   lookahead_s: float = 0.0) -> list[SampledFuture]:
     """``samples`` futures; job ``x``'s draw in sample ``k`` depends only on (seed, x, k), so the
     same job keeps its draw from cycle to cycle and decisions do not flicker with the noise."""
     futures = []
     for k in range(samples):
+        arrivals = () if demand is None else demand.sample(
+            now_s, lookahead_s, random.Random(f"{seed}:arrivals:{k}:{now_s:.0f}"), f"{ARRIVAL_PREFIX}{k}:")
         ends: dict[str, float] = {}
         for r in running:
             rng = random.Random(f"{seed}:{r.job.job_id}:{k}")
@@ -65,7 +94,7 @@ def sample_futures(cluster: Cluster, waiting: Sequence[Job], running: Sequence[R
         for job in waiting:
             ratio = errors.sample(job.kind, random.Random(f"{seed}:{job.job_id}:{k}"))
             ratios[job.job_id] = 1.0 if ratio is None else ratio
-        futures.append(SampledFuture(ends, ratios))
+        futures.append(SampledFuture(ends, ratios, arrivals))
     return futures
 
 
@@ -110,12 +139,25 @@ def follow_plan(plan: Plan, cluster: Cluster, waiting: Sequence[Job], running: S
     head = dict.fromkeys(counts, 0)
     claimed = dict.fromkeys(counts, 0)
     due: dict[str, tuple[Job, str]] = {}
+    weight = {job_id: plan_weight(start.rank) for job_id, start in planned.items()}
     started: list[Started] = []
+    arrivals = list(future.arrivals)
+    next_arrival = 0
     t = now_s
     while True:
         while ends and ends[0][0] <= t + 1e-9:
             _, _, pool, gpus = heapq.heappop(ends)
             used[pool] -= gpus
+        while next_arrival < len(arrivals) and arrivals[next_arrival].submit_s <= t + 1e-6:
+            # An endpoint that arrives is placed at once by the next solve: first of all, on the
+            # allowed type with the most room for it (the streaming reservation counts).
+            job = arrivals[next_arrival]
+            next_arrival += 1
+            name = max(allowed_types(job, cluster), key=lambda g: (
+                counts[g.name] - used[batch_pool[g.name]] - used[streaming_pool[g.name]] - claimed[g.name], g.speed)).name
+            due[job.job_id] = (job, name)
+            claimed[name] += job.gpus
+            weight[job.job_id] = plan_weight(-1)
         for name, jobs in queue.items():
             free = counts[name] - used[batch_pool[name]] - used[streaming_pool[name]]
             unmet = max(0, reserve.get(name, 0) - used[streaming_pool[name]])
@@ -129,8 +171,8 @@ def follow_plan(plan: Plan, cluster: Cluster, waiting: Sequence[Job], running: S
                 head[name] += 1
         if due:
             slots = _pool_slots(counts, reserve, used, due)
-            tasks = [WaitingTask(job.job_id, pool_name(gpu_type, job.is_streaming), job.gpus,
-                                 plan_weight(planned[job.job_id].rank), job.submit_s, job.group or job.job_id)
+            tasks = [WaitingTask(job.job_id, pool_name(gpu_type, job.is_streaming), job.gpus, weight[job.job_id],
+                                 job.submit_s, job.group or job.job_id)
                      for job, gpu_type in due.values()]
             for job_id in airflow_dispatch(tasks, slots, used):
                 job, gpu_type = due.pop(job_id)
@@ -143,6 +185,8 @@ def follow_plan(plan: Plan, cluster: Cluster, waiting: Sequence[Job], running: S
                 seq += 1
                 heapq.heappush(ends, (t + runtime, seq, pool, job.gpus))
         pending = [planned[jobs[head[name]].job_id].start_s for name, jobs in queue.items() if head[name] < len(jobs)]
+        if next_arrival < len(arrivals):
+            pending.append(arrivals[next_arrival].submit_s)
         upcoming = [min(pending)] if pending else []
         if ends and (due or pending):  # an end lets a due job start, or the next in order be released
             upcoming.append(ends[0][0])

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from airflow_gpu_scheduler.core.estimates import EstimateErrors
-from airflow_gpu_scheduler.core.planner.lookahead import Score, follow_plan, sample_futures, score
+from airflow_gpu_scheduler.core.planner.lookahead import Score, StreamingDemand, follow_plan, sample_futures, score
 from airflow_gpu_scheduler.core.planner.milp import MilpPlanner
 from airflow_gpu_scheduler.core.planner.plan import Plan, PlannerConfig
 from airflow_gpu_scheduler.core.planner.projection import projected_plan
@@ -30,7 +30,7 @@ from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob
 
 #: On a tie, the earlier candidate wins: keeping the plan in force costs no churn, and the
 #: MILP's plan is the one whose reasons the review page explains best.
-PREFERENCE = ("kept", "milp", "backfill", "greedy")
+PREFERENCE = ("kept", "milp", "backfill", "greedy", "backfill_unreserved")
 
 
 @dataclass(frozen=True)
@@ -74,17 +74,19 @@ class RolloutPlanner:
         previous: Mapping[str, float] | None = None,
         errors: EstimateErrors | None = None,
         in_force: Plan | None = None,
+        demand: StreamingDemand | None = None,
     ) -> Plan:
         """The cycle's plan. ``previous``: the planned starts of the plan in force (its near-term
         promises are priced into the MILP, see :class:`MilpPlanner`); ``in_force``: that plan
-        itself, a candidate; ``errors``: what completed jobs showed (default: a log-normal guess)."""
+        itself, a candidate; ``errors``: what completed jobs showed (default: a log-normal guess);
+        ``demand``: the endpoints seen recently, from which the futures draw new arrivals."""
         plans = self.milp.plans(cluster, queued, running, now_s, streaming_reserve, previous)
         milp = plans.milp
         if not self.rollout.enabled or not queued:
             return milp
         t0 = time.perf_counter()
         candidates = self.candidates(cluster, queued, running, now_s, plans.milp, plans.greedy, in_force)
-        scores = self.evaluate(candidates, cluster, queued, running, now_s, errors or EstimateErrors())
+        scores = self.evaluate(candidates, cluster, queued, running, now_s, errors or EstimateErrors(), demand)
         # Goodput decides; within a hair of the best (sampling noise), utilization, then PREFERENCE.
         top = max(s.goodput for s in scores.values())
         near = [name for name in candidates if scores[name].goodput >= top - 1e-9 * max(1.0, abs(top))]
@@ -108,19 +110,27 @@ class RolloutPlanner:
             if kept:
                 placed = {s.job_id for s in kept}
                 out["kept"] = Plan(now_s, kept, tuple(j for j in waiting if j not in placed), in_force.report, reserve)
-        out["backfill"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s,
-                                         now_s + self.rollout.lookahead_s, reserve, "backfill")
+        until = now_s + self.rollout.lookahead_s
+        out["backfill"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until, reserve,
+                                         "backfill")
         out["greedy"] = greedy
+        if any(reserve.values()):
+            # The reservation is a bet on endpoints to come; the futures' arrivals say whether it pays.
+            none = dict.fromkeys(reserve, 0)
+            out["backfill_unreserved"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until,
+                                                        none, "backfill_unreserved")
         signature = _signature(milp)
         return {name: plan for name, plan in out.items() if name == "milp" or _signature(plan) != signature}
 
     def evaluate(self, candidates: Mapping[str, Plan], cluster: Cluster, queued: Sequence[Job],
-                 running: Sequence[RunningJob], now_s: float, errors: EstimateErrors) -> dict[str, Score]:
+                 running: Sequence[RunningJob], now_s: float, errors: EstimateErrors,
+                 demand: StreamingDemand | None = None) -> dict[str, Score]:
         """Each candidate's mean score over the same sampled futures."""
         cfg = self.rollout
         until = now_s + cfg.lookahead_s
         checkpoints = [now_s + cfg.lookahead_s * (i + 1) / cfg.checkpoints for i in range(cfg.checkpoints)]
-        futures = sample_futures(cluster, queued, running, now_s, errors, cfg.samples, cfg.seed)
+        futures = sample_futures(cluster, queued, running, now_s, errors, cfg.samples, cfg.seed, demand,
+                                 cfg.lookahead_s)
         out = {}
         for name, plan in candidates.items():
             runs = [score(follow_plan(plan, cluster, queued, running, now_s, until, f), checkpoints) for f in futures]

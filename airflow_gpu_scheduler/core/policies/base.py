@@ -9,13 +9,14 @@ it may change. It never advances the clock; the simulator owns time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from airflow_gpu_scheduler.core.estimates import EstimateErrors
 from airflow_gpu_scheduler.core.levers import Levers
 from airflow_gpu_scheduler.core.planner import Plan
-from airflow_gpu_scheduler.core.streaming import StreamingInterval
+from airflow_gpu_scheduler.core.planner.lookahead import StreamingDemand
+from airflow_gpu_scheduler.core.streaming import DEFAULT_MEMORY_S, StreamingInterval
 from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob, allowed_types, runtime_s
 
 
@@ -48,6 +49,15 @@ class ClusterState:
 
     def estimate_errors(self) -> EstimateErrors:
         return EstimateErrors((c.job.kind, c.error_ratio(self.cluster)) for c in self.completed)
+
+    def streaming_demand(self, memory_s: float = DEFAULT_MEMORY_S) -> StreamingDemand:
+        """The endpoints that started over the last ``memory_s`` (completed ones with their actual
+        runtime), from which the rollout draws endpoints to come."""
+        since = self.now_s - memory_s
+        seen = [replace(c.job, estimate_s=c.end_s - c.start_s) for c in self.completed
+                if c.job.is_streaming and c.start_s >= since and c.end_s > c.start_s]
+        seen += [r.job for r in self.running if r.job.is_streaming and r.start_s >= since]
+        return StreamingDemand(tuple(seen), min(memory_s, max(self.now_s, 3600.0)))
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,8 @@ class MilpPolicy:
             reserve = streaming_reserve(state.cluster, state.streaming_history, state.now_s)
             previous = {s.job_id: s.start_s for s in self._plan.starts} if self._plan else None
             new_plan = self.planner.plan(state.cluster, state.waiting, state.running, state.now_s, reserve, previous,
-                                         errors=state.estimate_errors(), in_force=self._plan)
+                                         errors=state.estimate_errors(), in_force=self._plan,
+                                         demand=state.streaming_demand())
             self._plan, self._planned_for, self._last_solve_s = new_plan, seen, state.now_s
             changed = False
         plan = self._plan
