@@ -102,3 +102,15 @@ class EstimateErrors:
             if ratio > at_least:
                 return ratio
         return None
+
+    def quantile(self, kind: JobKind, q: float, at_least: float = 0.0) -> float:
+        """The ``q`` quantile of the ratio, among ratios above ``at_least`` (what a running job has
+        already run); a little above ``at_least`` if none was ever that large."""
+        pool = sorted(r for r in self._pool(kind) if r > at_least)
+        if pool:
+            return pool[min(len(pool) - 1, int(q * len(pool)))]
+        if not self._pool(kind):
+            guess = math.exp(statistics.NormalDist().inv_cdf(q) * DEFAULT_ERROR_SIGMA)
+            if guess > at_least:
+                return guess
+        return at_least * 1.1 + 1e-9

@@ -20,10 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob
+from airflow_gpu_scheduler.core.planner.plan import PlannedStart
+from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob, allowed_types
 
 if TYPE_CHECKING:
-    from airflow_gpu_scheduler.core.planner import Plan, PlannedStart
+    from airflow_gpu_scheduler.core.planner import Plan
 
 #: Pool where declared GPU work waits for a plan. It has no slots: nothing in it starts.
 INTAKE_POOL = "gpu_intake"
@@ -176,7 +177,12 @@ def levers_for_plan(
 
     for job in waiting:
         start = planned.get(job.job_id)
-        if start is not None and start.start_s <= now_s + release_ahead_s + 1e-6:
+        if start is None and job.is_streaming:
+            # An endpoint that arrived after the plan was made cannot wait for the next solve:
+            # it goes first, to the streaming pool of the allowed type with the most GPUs free.
+            name = endpoint_type(job, cluster, batch_running, streaming_running, claimed)
+            release(job, PlannedStart(job.job_id, name, now_s, now_s, -1, True))
+        elif start is not None and start.start_s <= now_s + release_ahead_s + 1e-6:
             release(job, start)
         else:
             assignments[job.job_id] = Assignment(INTAKE_POOL, 0)
@@ -207,6 +213,13 @@ def levers_for_plan(
         slots[pool_name(name, streaming=True)] = streaming_slots
         slots[pool_name(name)] = gpu_type.count - streaming_slots
     return Levers(slots, assignments)
+
+
+def endpoint_type(job: Job, cluster: Cluster, batch_running: Mapping[str, int], streaming_running: Mapping[str, int],
+                  claimed: Mapping[str, int]) -> str:
+    """Where an endpoint no plan has placed yet goes: the allowed type with the most GPUs free, then the fastest."""
+    return max(allowed_types(job, cluster), key=lambda t: (
+        t.count - batch_running[t.name] - streaming_running[t.name] - claimed[t.name], t.speed)).name
 
 
 def default_levers(cluster: Cluster) -> dict[str, int]:

@@ -114,3 +114,18 @@ def test_bench_rejects_a_malformed_seed_range(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--seeds", "4-1"])
     assert "--seeds must look like" in capsys.readouterr().err
+
+
+def test_bench_with_the_clairvoyant_yardstick_reports_how_much_of_the_room_milp_closed(tmp_path):
+    out = tmp_path / "b.json"
+    code = main(["bench", "--quick", "--scenarios", "priority_inversion", "--policies", "backfill,milp,clairvoyant",
+                 "--no-bound", "--json", str(out)])
+    assert code == 0
+    data = json.loads(out.read_text())
+    summary = data["summary"]["priority_inversion"]
+    goodput = {p: v["weighted_goodput"]["mean"] for p, v in summary["policies"].items()}
+    # The yardstick is never "the best other policy" milp is judged against.
+    assert summary["versus_best_other"]["best_by_mean"] == "backfill"
+    room = goodput["clairvoyant"] - goodput["backfill"]
+    expected = (goodput["milp"] - goodput["backfill"]) / room if room > 0 else None
+    assert summary["closes_to_clairvoyant"] == expected

@@ -98,3 +98,19 @@ def test_next_jobs_in_plan_order_are_released_when_gpus_free_but_never_past_a_ga
     reserved = Plan(0.0, plan.starts, (), report, {"h100": 2})
     levers = levers_for_plan(reserved, cluster, [a, gang, b], running, 300.0)
     assert levers.assignments["a"].pool == INTAKE_POOL
+
+
+def test_an_endpoint_that_arrived_after_the_plan_goes_first_without_waiting_for_a_solve():
+    from airflow_gpu_scheduler.core.levers import levers_for_plan, plan_weight
+    from airflow_gpu_scheduler.core.planner import Plan, PlannedStart, SolveReport
+    from airflow_gpu_scheduler.core.workload import Cluster, Job
+
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 2, "speed": 1.0}, "l4": {"count": 4, "speed": 0.5}}})
+    report = SolveReport("test", "test", 0.0, 0.0, None, None, 0.0)
+    batch = Job("batch", 0, "quantization", 1, estimate_s=600)
+    endpoint = Job("endpoint", 10, "realtime_inference", 1, estimate_s=600)
+    plan = Plan(0.0, (PlannedStart("batch", "h100", 600.0, 1200.0, 0, False),), (), report, {})
+    levers = levers_for_plan(plan, cluster, [batch, endpoint], [], 20.0)
+    assert levers.assignments["endpoint"].pool == "gpu_l4_streaming"  # the type with the most GPUs free
+    assert levers.assignments["endpoint"].weight == plan_weight(-1) > plan_weight(0)
+    assert levers.pool_slots["gpu_l4_streaming"] == 1

@@ -141,7 +141,8 @@ def follow_plan(plan: Plan, cluster: Cluster, waiting: Sequence[Job], running: S
     due: dict[str, tuple[Job, str]] = {}
     weight = {job_id: plan_weight(start.rank) for job_id, start in planned.items()}
     started: list[Started] = []
-    arrivals = list(future.arrivals)
+    # Endpoints the plan has not placed are released at once, as the levers do; then the future's.
+    arrivals = [j for j in waiting if j.is_streaming and j.job_id not in planned] + list(future.arrivals)
     next_arrival = 0
     t = now_s
     while True:

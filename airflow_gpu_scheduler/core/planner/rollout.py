@@ -26,11 +26,13 @@ from airflow_gpu_scheduler.core.planner.lookahead import Score, StreamingDemand,
 from airflow_gpu_scheduler.core.planner.milp import MilpPlanner
 from airflow_gpu_scheduler.core.planner.plan import Plan, PlannerConfig
 from airflow_gpu_scheduler.core.planner.projection import projected_plan
-from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob
+from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, runtime_s
 
 #: On a tie, the earlier candidate wins: keeping the plan in force costs no churn, and the
 #: MILP's plan is the one whose reasons the review page explains best.
-PREFERENCE = ("kept", "milp", "backfill", "greedy", "backfill_unreserved")
+PREFERENCE = ("kept", "milp", "backfill", "greedy", "backfill_cautious", "backfill_unreserved")
+#: The quantile of a running job's runtime that the cautious candidate drains by.
+CAUTIOUS_QUANTILE = 0.9
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class RolloutConfig:
         look-ahead, so work done sooner counts more.
     :param seed: the sampled durations depend only on (seed, job, sample).
     :param enabled: off: the MILP's plan is applied as it is.
+    :param candidates: the base plans compared besides the MILP's (see :data:`PREFERENCE`).
     """
 
     samples: int = 4
@@ -51,6 +54,7 @@ class RolloutConfig:
     checkpoints: int = 6
     seed: int = 0
     enabled: bool = True
+    candidates: tuple[str, ...] = ("kept", "backfill", "greedy")
 
 
 class RolloutPlanner:
@@ -85,8 +89,9 @@ class RolloutPlanner:
         if not self.rollout.enabled or not queued:
             return milp
         t0 = time.perf_counter()
-        candidates = self.candidates(cluster, queued, running, now_s, plans.milp, plans.greedy, in_force)
-        scores = self.evaluate(candidates, cluster, queued, running, now_s, errors or EstimateErrors(), demand)
+        errors = errors or EstimateErrors()
+        candidates = self.candidates(cluster, queued, running, now_s, plans.milp, plans.greedy, in_force, errors)
+        scores = self.evaluate(candidates, cluster, queued, running, now_s, errors, demand)
         # Goodput decides; within a hair of the best (sampling noise), utilization, then PREFERENCE.
         top = max(s.goodput for s in scores.values())
         near = [name for name in candidates if scores[name].goodput >= top - 1e-9 * max(1.0, abs(top))]
@@ -98,23 +103,33 @@ class RolloutPlanner:
         return Plan(now_s, chosen.starts, chosen.unplanned, report, milp.streaming_reserve)
 
     def candidates(self, cluster: Cluster, queued: Sequence[Job], running: Sequence[RunningJob], now_s: float,
-                   milp: Plan, greedy: Plan, in_force: Plan | None) -> dict[str, Plan]:
+                   milp: Plan, greedy: Plan, in_force: Plan | None,
+                   errors: EstimateErrors | None = None) -> dict[str, Plan]:
         """The plans to compare, by name (duplicates of the MILP's plan left out)."""
         from airflow_gpu_scheduler.core.policies.backfill import EasyBackfillPolicy
 
         reserve = milp.streaming_reserve
+        wanted = set(self.rollout.candidates)
         out = {"milp": milp}
-        if in_force is not None:
+        if in_force is not None and "kept" in wanted:
             waiting = [j.job_id for j in queued]
             kept = tuple(s for s in in_force.starts if s.job_id in set(waiting))
             if kept:
                 placed = {s.job_id for s in kept}
                 out["kept"] = Plan(now_s, kept, tuple(j for j in waiting if j not in placed), in_force.report, reserve)
         until = now_s + self.rollout.lookahead_s
-        out["backfill"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until, reserve,
-                                         "backfill")
-        out["greedy"] = greedy
-        if any(reserve.values()):
+        if "backfill" in wanted:
+            out["backfill"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until, reserve,
+                                             "backfill")
+        if "greedy" in wanted:
+            out["greedy"] = greedy
+        if running and "backfill_cautious" in wanted:
+            # A drain for a gang is a bet that what runs ends on time: EASY backfill with every running
+            # job expected to end late (a high quantile of the errors seen) lets more work in first.
+            late = [_expected_late(r, cluster, errors or EstimateErrors(), now_s) for r in running]
+            out["backfill_cautious"] = projected_plan(EasyBackfillPolicy(), cluster, queued, late, now_s, until,
+                                                      reserve, "backfill_cautious")
+        if any(reserve.values()) and "backfill_unreserved" in wanted:
             # The reservation is a bet on endpoints to come; the futures' arrivals say whether it pays.
             none = dict.fromkeys(reserve, 0)
             out["backfill_unreserved"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until,
@@ -136,6 +151,14 @@ class RolloutPlanner:
             runs = [score(follow_plan(plan, cluster, queued, running, now_s, until, f), checkpoints) for f in futures]
             out[name] = Score(statistics.fmean(s.goodput for s in runs), statistics.fmean(s.busy_gpu_s for s in runs))
         return out
+
+
+def _expected_late(r: RunningJob, cluster: Cluster, errors: EstimateErrors, now_s: float) -> RunningJob:
+    """``r`` with its estimate stretched to the ``CAUTIOUS_QUANTILE`` of the runtimes jobs of its kind showed."""
+    expected = runtime_s(r.job, r.job.planning_estimate_s, cluster.gpu_type(r.gpu_type))
+    elapsed = max(0.0, now_s - r.start_s) / expected if expected > 0 else 0.0
+    ratio = errors.quantile(r.job.kind, CAUTIOUS_QUANTILE, at_least=elapsed)
+    return replace(r, job=r.job.with_estimate(r.job.planning_estimate_s * max(ratio, 1e-3)))
 
 
 def _signature(plan: Plan) -> tuple:
