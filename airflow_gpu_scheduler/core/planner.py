@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, runtime_s
+from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, expected_end_s, runtime_s
 
 #: A batch job that misses its deadline still runs, but only for the utilization it
 #: brings: worth this fraction of its on-time value.
@@ -443,9 +443,7 @@ class MilpPlanner:
         running_spans = []
         for r in running:
             gpu_type = cluster.gpu_type(r.gpu_type)
-            expected_end = r.start_s + runtime_s(r.job, r.job.planning_estimate_s, gpu_type)
-            # A job past its estimate is assumed to end soon, not to run forever.
-            remaining = max(expected_end - now_s, cfg.step_s / 2)
+            remaining = expected_end_s(r, gpu_type, now_s, floor_s=cfg.step_s / 2) - now_s
             running_spans.append((r.gpu_type, r.job.gpus, remaining, r.job.is_streaming))
 
         longest = max(runtime_s(j, j.planning_estimate_s, t) for j in queued for t in allowed_types(j, cluster))

@@ -15,7 +15,7 @@ from airflow_gpu_scheduler.cluster_config import cluster_from_file, cluster_from
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, Levers, levers_for_plan, pool_name
 from airflow_gpu_scheduler.core.planner import MilpPlanner, Plan, PlannerConfig
 from airflow_gpu_scheduler.core.waiting import waiting_reasons
-from airflow_gpu_scheduler.core.workload import Cluster
+from airflow_gpu_scheduler.core.workload import Cluster, expected_end_s
 from airflow_gpu_scheduler.cycle_metrics import gpus_busy, reported
 from airflow_gpu_scheduler.gpu_work import GpuWorkload, build_workload
 from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook, GpuWorkSnapshot, is_gpu_pool
@@ -289,7 +289,7 @@ def plan_record(
             "gpus": running.job.gpus, "priority": running.job.priority, "estimate_s": running.job.estimate_s,
             "deadline_s": running.job.deadline_s, "gpu_type": running.gpu_type,
             "pool": pool_name(running.gpu_type, running.job.is_streaming), "planned_start_s": running.start_s,
-            "planned_end_s": running.start_s + (running.job.estimate_s or 0.0) / cluster.gpu_type(running.gpu_type).speed,
+            "planned_end_s": expected_end_s(running, cluster.gpu_type(running.gpu_type), snapshot.now_s),
         })
     return plan_row, rows
 

@@ -73,3 +73,23 @@ def test_different_seeds_differ():
     a = make_scenario("steady_mix", seed=1, quick=True)
     b = make_scenario("steady_mix", seed=2, quick=True)
     assert a.jobs != b.jobs
+
+
+def test_running_jobs_reach_policies_without_their_durations():
+    seen = []
+
+    class Spy:
+        name, cadence_s = "spy", None
+
+        def decide(self, state):
+            seen.extend(r.job for r in state.running)
+            return make_policy("airflow").decide(state)
+
+    cluster = Cluster.from_dict({"gpu_types": {"g": {"count": 2, "speed": 1.0}}})
+    from airflow_gpu_scheduler.core.workload import RunningJob
+
+    started = [RunningJob(Job("r", -5.0, "quantization", 1, duration_s=50.0, group="q"), "g", -5.0)]
+    jobs = [Job("w", 0.0, "quantization", 2, duration_s=10.0, group="q")]
+    result = simulate(cluster, jobs, Spy(), 1_000, running_at_start=started)
+    assert seen and all(j.duration_s is None and j.estimate_s is not None for j in seen)
+    assert result.outcomes["w"].start_s == 45.0  # the running job still ends by its actual duration

@@ -20,11 +20,11 @@ from airflow_gpu_scheduler.core.planner import MilpPlanner, Plan, PlannerConfig
 from airflow_gpu_scheduler.core.policies.base import (
     ClusterState,
     Decision,
-    expected_runtime,
     fastest_fitting_type,
     free_gpus,
 )
 from airflow_gpu_scheduler.core.streaming import streaming_reserve
+from airflow_gpu_scheduler.core.workload import expected_end_s
 
 
 class MilpPolicy:
@@ -71,7 +71,7 @@ class MilpPolicy:
         known = set(self._plan.by_job()) | set(self._plan.unplanned) if self._plan else set()
         arrived = any(j.job_id not in known for j in state.waiting)
         self._expected_end = {
-            job_id: r.start_s + expected_runtime(r.job, state.cluster.gpu_type(r.gpu_type))
+            job_id: expected_end_s(r, state.cluster.gpu_type(r.gpu_type), state.now_s)
             for job_id, r in running.items()
         }
         return early or arrived

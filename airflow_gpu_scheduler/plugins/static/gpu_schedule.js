@@ -422,8 +422,10 @@
       ["Solve time", p.wall_s == null ? "–" : p.wall_s.toFixed(3) + " s"],
       ["MIP gap", pct(p.gap, 2)],
       ["Bound", num(p.bound)],
+      // The planner's objective against its own greedy warm start: never below it by construction,
+      // so it says how much the solver added, not how the plan compares with Airflow (the forecast does).
       ["Objective", num(p.objective) + (gain != null && isFinite(gain) ? ' <span class="muted">(' + (gain >= 0 ? "+" : "") +
-        pct(gain, 2) + " vs greedy)</span>" : "")]
+        pct(gain, 2) + " over the planner's own greedy start; vs Airflow: see the forecast)</span>" : "")]
     ];
     if (p.message) rows.push(["Note", esc(p.message)]);
     var html = '<dl class="kv">' + rows.map(function (r) { return "<dt>" + r[0] + "</dt><dd>" + r[1] + "</dd>"; }).join("") + "</dl>";
