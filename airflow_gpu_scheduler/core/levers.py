@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob
 
 if TYPE_CHECKING:
-    from airflow_gpu_scheduler.core.planner import Plan
+    from airflow_gpu_scheduler.core.planner import Plan, PlannedStart
 
 #: Pool where declared GPU work waits for a plan. It has no slots: nothing in it starts.
 INTAKE_POOL = "gpu_intake"
@@ -134,12 +134,23 @@ def levers_for_plan(
     running: Sequence[RunningJob],
     now_s: float,
     release_ahead_s: float = 0.0,
+    release_next: bool = False,
 ) -> Levers:
     """Express a plan through Airflow's levers.
 
     ``release_ahead_s``: also release jobs planned to start that soon (the next
     planning cycle), so GPUs freed between cycles are not left idle; a job released
     early can only start where its pool has room, and by starting early it ends early.
+
+    ``release_next``: on each GPU type, also release held batch jobs in plan order while
+    they fit the GPUs free now, and then the next one, which waits in its pool until
+    enough GPUs free up (the pool's slots are the gate): a GPU that frees is refilled by
+    Airflow's next scheduler loop, not at the next plan. Only the head of the plan order
+    is ever released ahead, and only while every job due on that type fits, so no
+    smaller job can take GPUs a job planned before it waits for (Airflow's dispatch
+    skips a gang that does not fit and starts whatever does). Starting the head of the
+    order earlier, on GPUs that are free, never takes capacity a later start needs: it
+    ends earlier too.
 
     Jobs due now (planned start <= now) go to the pool of their planned GPU type with
     weights in plan order, and to that type's executor queue; every other waiting job is held in the intake pool, so
@@ -157,13 +168,13 @@ def levers_for_plan(
 
     assignments: dict[str, Assignment] = {}
     streaming_due: dict[str, int] = {name: 0 for name in cluster.names}
+    batch_due: dict[str, int] = {name: 0 for name in cluster.names}
     for job in waiting:
         start = planned.get(job.job_id)
         if start is not None and start.start_s <= now_s + release_ahead_s + 1e-6:
             assignments[job.job_id] = Assignment(pool_name(start.gpu_type, job.is_streaming), plan_weight(start.rank),
                                                  executor_queue(cluster.gpu_type(start.gpu_type)))
-            if job.is_streaming:
-                streaming_due[start.gpu_type] += job.gpus
+            (streaming_due if job.is_streaming else batch_due)[start.gpu_type] += job.gpus
         else:
             assignments[job.job_id] = Assignment(INTAKE_POOL, 0)
 
@@ -174,7 +185,26 @@ def levers_for_plan(
         streaming_slots = max(0, min(wanted, gpu_type.count - batch_running[name]))
         slots[pool_name(name, streaming=True)] = streaming_slots
         slots[pool_name(name)] = gpu_type.count - streaming_slots
+    if release_next:
+        for gpu_type in cluster.gpu_types:
+            _release_next(gpu_type, planned, waiting, assignments,
+                          slots[pool_name(gpu_type.name)] - batch_running[gpu_type.name] - batch_due[gpu_type.name])
     return Levers(slots, assignments)
+
+
+def _release_next(gpu_type: GpuType, planned: Mapping[str, PlannedStart], waiting: Sequence[Job],
+                  assignments: dict[str, Assignment], free: int) -> None:
+    """Release held batch jobs of one GPU type in plan order: those that fit ``free`` GPUs, then one more."""
+    if free < 0:
+        return  # a due job still waits for GPUs: nothing may be queued behind it
+    held = sorted((planned[job.job_id].rank, job) for job in waiting
+                  if not job.is_streaming and assignments[job.job_id].pool == INTAKE_POOL
+                  and job.job_id in planned and planned[job.job_id].gpu_type == gpu_type.name)
+    for rank, job in held:
+        assignments[job.job_id] = Assignment(pool_name(gpu_type.name), plan_weight(rank), executor_queue(gpu_type))
+        free -= job.gpus
+        if free < 0:
+            return  # the head of the order waits in its pool for GPUs; everything behind it stays held
 
 
 def default_levers(cluster: Cluster) -> dict[str, int]:
