@@ -47,7 +47,7 @@ def gpu_type_of_pool(pool: str) -> str | None:
     if pool == INTAKE_POOL or not pool.startswith(POOL_PREFIX):
         return None
     name = pool[len(POOL_PREFIX) :]
-    return name[: -len(STREAMING_SUFFIX)] if name.endswith(STREAMING_SUFFIX) else name
+    return name.removesuffix(STREAMING_SUFFIX)
 
 
 def executor_queue(gpu_type: GpuType) -> str:

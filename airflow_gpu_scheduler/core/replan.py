@@ -46,7 +46,7 @@ class ReplanRule:
     :param release_ahead_s: release jobs planned to start that soon (see ``levers_for_plan``).
     :param release_next: release the next job of each GPU type ahead, behind its pool's slots,
         so a GPU that frees is refilled at once (see ``levers_for_plan``); never while waiting
-        work the plan has not seen could outrank it.
+        work the plan has not seen has a higher priority than a job that would be released ahead.
     """
 
     def __init__(self, early_s: float = 60.0, min_interval_s: float = 300.0, release_ahead_s: float = 0.0,
@@ -93,8 +93,19 @@ class ReplanRule:
     def levers(self, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float) -> Levers:
         """The current plan through Airflow's levers at ``now_s`` (call :meth:`decide` first)."""
         assert self.plan is not None, "no plan yet: decide() says solve first"
-        return levers_for_plan(self.plan, cluster, waiting, running, now_s, release_ahead_s=self.release_ahead_s,
-                               release_next=self.release_next and not self._unseen(waiting))
+        due = levers_for_plan(self.plan, cluster, waiting, running, now_s, release_ahead_s=self.release_ahead_s)
+        if not self.release_next:
+            return due
+        ahead = levers_for_plan(self.plan, cluster, waiting, running, now_s, release_ahead_s=self.release_ahead_s,
+                                release_next=True)
+        # Work the plan has not seen yet may outrank what would be released ahead of its planned
+        # start: then only what is due goes, until the next solve places the newcomer.
+        released_ahead = [j.priority for j in waiting
+                          if ahead.assignments[j.job_id].pool != due.assignments[j.job_id].pool]
+        known = set(self.plan.by_job()) | set(self.plan.unplanned)
+        if released_ahead and any(j.priority > min(released_ahead) for j in waiting if j.job_id not in known):
+            return due
+        return ahead
 
     def wake_at_s(self, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float) -> float | None:
         """When to look again even if nothing happens: the next planned start, or the next allowed solve."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from airflow_gpu_scheduler.core.planner import Plan
 from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, expected_end_s, runtime_s
 
+
 @dataclass(frozen=True)
 class WaitReason:
     """Why one job is held: a code for machines, a sentence for people.

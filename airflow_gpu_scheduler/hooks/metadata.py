@@ -415,6 +415,84 @@ class GpuSchedulerMetadataHook(BaseHook):
             ) from error
         return ApplyResult(dict(levers.pool_slots), tuple(moved), tuple(skipped), plan_id)
 
+    # ------------------------------------------------------------------ watch between cycles
+
+    def gpu_work_fingerprint(self) -> tuple:
+        """A cheap summary of GPU work that changes when a GPU task instance arrives, is queued, starts or ends.
+
+        One aggregate query (a row per pool and state), so the planning task can look every second
+        without reading the task instances themselves; anything it misses the next full cycle reads.
+        """
+        ti = _task_instance
+        gpu_pool = or_(ti.c.pool == INTAKE_POOL, ti.c.pool.startswith(POOL_PREFIX, autoescape=True))
+        query = (
+            select(ti.c.pool, ti.c.state, func.count(), func.max(ti.c.scheduled_dttm), func.max(ti.c.queued_dttm),
+                   func.max(ti.c.start_date))
+            .where(gpu_pool, ti.c.state.in_(("scheduled", "queued", "running")))
+            .group_by(ti.c.pool, ti.c.state)
+        )
+        try:
+            with self.get_engine().connect() as conn:
+                return tuple(sorted(tuple(str(v) for v in row) for row in conn.execute(query).all()))
+        except SQLAlchemyError as error:
+            raise GpuSchedulerMetadataError(f"reading GPU work failed: {type(error).__name__}: {error}") from error
+
+    # ------------------------------------------------------------------ plan storage that stays bounded
+
+    def newest_plan_id(self) -> int | None:
+        """Id of the newest stored plan (``None`` before the first)."""
+        with self.get_engine().connect() as conn:
+            plan_id = conn.execute(select(func.max(plan_table.c.id))).scalar()
+        return int(plan_id) if plan_id is not None else None
+
+    def newest_plan(self) -> tuple[int | None, dict[str, dict[str, Any]]]:
+        """Id of the newest plan and the decisions it stored for waiting jobs (``{job_id: row}``, no running ones)."""
+        columns = (plan_job_table.c.job_id, plan_job_table.c.decision, plan_job_table.c.gpu_type,
+                   plan_job_table.c.pool, plan_job_table.c.weight, plan_job_table.c.planned_start_s)
+        with self.get_engine().connect() as conn:
+            plan_id = conn.execute(select(func.max(plan_table.c.id))).scalar()
+            if plan_id is None:
+                return None, {}
+            rows = conn.execute(select(*columns).where(plan_job_table.c.plan_id == plan_id,
+                                                       plan_job_table.c.decision != "running")).mappings().all()
+        return int(plan_id), {r["job_id"]: dict(r) for r in rows}
+
+    def confirm_plan(self, plan_id: int, now_s: float) -> bool:
+        """The heartbeat: mark plan ``plan_id`` as still current at ``now_s``, if it is still the newest.
+
+        ``False`` if another plan (a fail-open release, another run) was stored since: the caller
+        stores its plan instead.
+        """
+        try:
+            with self.get_engine().begin() as conn:
+                if conn.execute(select(func.max(plan_table.c.id))).scalar() != plan_id:
+                    return False
+                conn.execute(update(plan_table).where(plan_table.c.id == plan_id).values(checked_s=now_s))
+        except SQLAlchemyError as error:
+            raise GpuSchedulerMetadataError(f"confirming plan {plan_id} failed: {type(error).__name__}: {error}") \
+                from error
+        return True
+
+    def prune_plans(self, older_than_s: float, keep_newest: int) -> int:
+        """Delete plans made before ``older_than_s`` (and their job rows), always keeping the newest
+        ``keep_newest`` (what the review page's history shows). Returns the plans deleted."""
+        with self.get_engine().begin() as conn:
+            newest = [r for (r,) in conn.execute(select(plan_table.c.id).order_by(plan_table.c.id.desc())
+                                                 .limit(keep_newest))]
+            old = select(func.max(plan_table.c.id)).where(plan_table.c.created_s < older_than_s)
+            last_old = conn.execute(old).scalar()
+            if last_old is None:
+                return 0
+            cutoff = int(last_old)
+            if keep_newest:
+                if len(newest) < keep_newest:
+                    return 0  # every plan is one of the newest kept
+                cutoff = min(cutoff, int(newest[-1]) - 1)
+            if cutoff < 1:
+                return 0
+            conn.execute(plan_job_table.delete().where(plan_job_table.c.plan_id <= cutoff))
+            return int(conn.execute(plan_table.delete().where(plan_table.c.id <= cutoff)).rowcount or 0)
+
     # ------------------------------------------------------------------ one planner at a time
 
     @contextmanager
@@ -488,7 +566,8 @@ class GpuSchedulerMetadataHook(BaseHook):
             .where(ti.c.pool.startswith(POOL_PREFIX, autoescape=True), ti.c.state.in_(("queued", "running")))
             .group_by(ti.c.pool)
         )
-        last = select(func.max(plan_table.c.created_s))
+        # A plan confirmed unchanged by a later cycle is as good as a new one: the planner is alive.
+        last = select(func.max(func.coalesce(plan_table.c.checked_s, plan_table.c.created_s)))
         try:
             with self.get_engine().connect() as conn:
                 rows = conn.execute(waiting).mappings().all()

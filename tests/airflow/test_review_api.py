@@ -58,7 +58,7 @@ def test_the_objective_line_says_it_compares_with_the_planners_own_greedy_start_
     # labelled "vs greedy" it read as "better than Airflow". The forecast is the comparison with Airflow.
     from pathlib import Path
 
-    import airflow_gpu_scheduler.plugins as plugins
+    from airflow_gpu_scheduler import plugins
 
     page = (Path(plugins.__file__).parent / "static" / "gpu_schedule.js").read_text()
     assert " vs greedy)" not in page

@@ -69,11 +69,17 @@ def test_the_rule_solves_first_then_keeps_applying_until_a_surprise_or_the_inter
     assert rule.decide(FOUR, q1, busy, NOW).reason == "first"
     rule.solved(plan(("q1", NOW + 10)), q1, busy, NOW)
     assert not rule.decide(FOUR, q1, busy, NOW + 1).solve  # nothing changed
-    # New work while every GPU is busy: the plan keeps applying (nothing could start anyway) ...
+    # New work while every GPU is busy: the plan keeps applying (nothing could start anyway);
+    # q1 stays released ahead, next in line, unless the newcomer outranks it.
     q2 = [*q1, job("q2")]
     assert not rule.decide(FOUR, q2, busy, NOW + 2).solve
-    # ... and nothing is released ahead while work the plan has not seen waits.
-    assert rule.levers(FOUR, q2, busy, NOW + 2).assignments["q1"].pool == INTAKE_POOL
+    assert rule.levers(FOUR, q2, busy, NOW + 2).assignments["q1"].pool == INTAKE_POOL  # release_next is off
+    ahead = ReplanRule(early_s=5.0, min_interval_s=100.0, release_next=True)
+    ahead.decide(FOUR, q1, busy, NOW)
+    ahead.solved(plan(("q1", NOW + 10)), q1, busy, NOW)
+    assert ahead.levers(FOUR, q2, busy, NOW + 2).assignments["q1"].pool == "gpu_h100"
+    gang = [*q1, job("gang", 4, priority=9, kind="training")]
+    assert ahead.levers(FOUR, gang, busy, NOW + 2).assignments["q1"].pool == INTAKE_POOL
     # A job ends well before its estimate and a held job fits: surprise.
     assert rule.decide(FOUR, q2, busy[1:], NOW + 3).reason == "surprise"
     rule.solved(plan(("q1", NOW + 3), ("q2", NOW + 20)), q2, busy[1:], NOW + 3)
