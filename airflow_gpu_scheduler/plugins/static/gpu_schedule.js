@@ -125,6 +125,9 @@
     var p = data.plan;
     $("plan-meta").innerHTML = "Plan #" + p.id + " made at " + clock(p.created_s) + " UTC (" +
       esc(relative(p.created_s, data.now_s)) + ")" + (p.dag_id ? " by " + esc(p.dag_id) + " / " + esc(p.run_id) : "") +
+      // A plan is stored only when its decisions change; cycles in between confirm it (the heartbeat).
+      (p.checked_s != null && p.checked_s > p.created_s ? " · still current at " + clock(p.checked_s) + " UTC (" +
+        esc(relative(p.checked_s, data.now_s)) + ")" : "") +
       " · " + esc(p.method.toUpperCase()) + " " + esc(p.status) + " · times in UTC";
     var parts = {}, mark = performance.now();
     function step(name, fn) { fn(); var t = performance.now(); parts[name] = t - mark; mark = t; }
