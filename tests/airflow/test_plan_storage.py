@@ -127,3 +127,47 @@ def test_airflow_db_clean_removes_old_runs_of_the_planner_dags(metadata_url, hoo
         assert rows(hook)[0] == 1, "db clean leaves the provider's plan tables to the provider's own retention"
     finally:
         seeder.clear()
+
+
+def test_rows_written_per_cycle_with_5000_held_task_instances(hook, metadata_url):
+    """Quiet (all 8 GPUs busy with long jobs, nothing arrives): cycles store nothing. A stream (a job
+    ends and one arrives before every cycle): each cycle stores a plan, as every cycle did before."""
+    seeder = Seeder(metadata_url)
+    try:
+        seeder.dag("load", {"shard": {"declaration": {"kind": "batch_inference", "gpus": 1, "estimate_s": 3600}}})
+        seeder.run("load", "big")
+        seeder.task_instances([{"dag_id": "load", "run_id": "big", "task_id": "shard", "map_index": i}
+                               for i in range(5000)])
+        running = [{"dag_id": "load", "run_id": "big", "task_id": "shard", "map_index": 5000 + i, "pool": "gpu_h100",
+                    "state": "running"} for i in range(8)]
+        seeder.task_instances(running)
+        cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 8}}})
+        loop = PlanningLoop(PLANNER, early_s=10.0, replan_interval_s=60.0)
+        now = time.time()
+        schedule_cycle(hook, loop, cluster, now_s=now)  # the first plan of a fresh database is stored
+        figures = {}
+        for phase, cycles in (("quiet", 6), ("stream", 3)):
+            plans0, jobs0 = rows(hook)
+            before = 0
+            for i in range(cycles):
+                if phase == "stream":  # one running job ends, one new task instance arrives
+                    ti = seeder.t["task_instance"]
+                    with seeder.engine.begin() as conn:
+                        conn.execute(ti.update().where(ti.c.map_index == 5000 + i).values(state="success"))
+                    seeder.task_instances([{"dag_id": "load", "run_id": "big", "task_id": "shard",
+                                            "map_index": 6000 + i}])
+                now += 10.0
+                summary = schedule_cycle(hook, loop, cluster, now_s=now)
+                before += 1 + summary["waiting"] + summary["running"]  # what every cycle stored before
+            plans1, jobs1 = rows(hook)
+            figures[phase] = {"cycles": cycles, "rows_before": before, "rows_after": plans1 - plans0 + jobs1 - jobs0,
+                              "plans_stored": plans1 - plans0}
+        per_hour = {phase: (f["rows_before"] * 360 // f["cycles"], f["rows_after"] * 360 // f["cycles"])
+                    for phase, f in figures.items()}
+        print("STORAGE 5000 held", figures, "rows per hour at a 10 s cycle (before, after):", per_hour)
+        assert figures["quiet"]["rows_after"] == 0
+        assert figures["stream"]["rows_after"] <= figures["stream"]["rows_before"]
+    finally:
+        with seeder.engine.begin() as conn:
+            conn.execute(text("DELETE FROM task_instance_note"))
+        seeder.clear()
