@@ -135,9 +135,10 @@ class ReplanRule:
 
     def _idle_gpus_fit_held_work(self, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob],
                                  now_s: float) -> bool:
-        """Could a job the plan holds start on GPUs that are idle now, after what the plan releases?"""
+        """Could a job the plan holds start on GPUs that are idle now, after what the plan releases
+        (with ``release_next``, the next job in line takes a GPU that freed early: no surprise)?"""
         assert self.plan is not None
-        levers = levers_for_plan(self.plan, cluster, waiting, running, now_s)
+        levers = self.levers(cluster, waiting, running, now_s)
         free = {t.name: t.count for t in cluster.gpu_types}
         for r in running:
             free[r.gpu_type] -= r.job.gpus

@@ -357,6 +357,7 @@ class GpuSchedulerMetadataHook(BaseHook):
         waiting: Sequence[GpuTaskInstance],
         record: tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]] | None = None,
         notes: TaskInstanceNotes | None = None,
+        amend: tuple[int, Mapping[str, Any], Sequence[Mapping[str, Any]]] | None = None,
     ) -> ApplyResult:
         """Write a plan's levers in ONE short transaction: close the pools, move the task
         instances, reopen the pools with their new slots.
@@ -374,6 +375,9 @@ class GpuSchedulerMetadataHook(BaseHook):
             the same transaction, so a plan is applied if and only if it is recorded.
         :param notes: the plan's task-instance notes (:mod:`airflow_gpu_scheduler.hooks.notes`), written in
             the same transaction.
+        :param amend: ``(plan_id, plan values, job rows)``: instead of storing a new plan, bring stored plan
+            ``plan_id`` up to date (the same solve, applied further: jobs it released since, jobs it has
+            not placed yet), in the same transaction; see :meth:`amend_plan`.
         """
         bad_pools = [p for p in levers.pool_slots if not is_gpu_pool(p)]
         bad_pools += [a.pool for a in levers.assignments.values() if not is_gpu_pool(a.pool)]
@@ -405,6 +409,8 @@ class GpuSchedulerMetadataHook(BaseHook):
                 if record is not None:
                     plan_row, job_rows = record
                     plan_id = self._insert_plan(conn, {"moved": len(moved), **plan_row}, job_rows)
+                if amend is not None:
+                    plan_id = self._amend_plan(conn, *amend)
                 if notes is not None:
                     notes.write(conn)
         except SQLAlchemyError as error:
@@ -655,6 +661,27 @@ class GpuSchedulerMetadataHook(BaseHook):
             rows = [{**{c: row.get(c) for c in columns}, "plan_id": plan_id} for row in job_rows]
             conn.execute(insert(plan_job_table), rows)
         return int(plan_id)
+
+    @staticmethod
+    def _amend_plan(conn, plan_id: int, plan_values: Mapping[str, Any], job_rows: Sequence[Mapping[str, Any]]) -> int:
+        """Update stored plan ``plan_id`` in place: its summary columns, the rows of ``job_rows`` it has
+        (by job id), and new rows for the jobs it has not. Rows of jobs not in ``job_rows`` stay."""
+        conn.execute(update(plan_table).where(plan_table.c.id == plan_id).values(**plan_values))
+        columns = [c.name for c in plan_job_table.columns if c.name not in ("id", "plan_id")]
+        have = {job_id for (job_id,) in conn.execute(
+            select(plan_job_table.c.job_id).where(plan_job_table.c.plan_id == plan_id,
+                                                  plan_job_table.c.job_id.in_([r["job_id"] for r in job_rows])))}
+        new = []
+        for row in job_rows:
+            values = {c: row.get(c) for c in columns}
+            if row["job_id"] in have:
+                conn.execute(update(plan_job_table).where(plan_job_table.c.plan_id == plan_id,
+                                                          plan_job_table.c.job_id == row["job_id"]).values(**values))
+            else:
+                new.append({**values, "plan_id": plan_id})
+        if new:
+            conn.execute(insert(plan_job_table), new)
+        return plan_id
 
     def get_plans(self, limit: int = 20) -> list[dict[str, Any]]:
         """The most recent plans, newest first, each with its ``jobs``."""

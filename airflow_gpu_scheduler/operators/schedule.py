@@ -202,6 +202,8 @@ class PlanningLoop:
         self.solves = 0
         self.wake_at_s: float | None = None
         self.stored: tuple[int | None, dict[str, dict[str, Any]]] | None = None
+        #: the plan (solve) the newest stored plan records, once this run stored or confirmed it
+        self.stored_for: Plan | None = None
 
     def step(self, cluster: Cluster, workload: GpuWorkload, now_s: float,
              previous: Callable[[], Mapping[str, float]] = dict) -> tuple[Plan, Levers, ReplanDecision]:
@@ -276,26 +278,42 @@ def schedule_cycle(
     notes = notes_for_plan(job_rows, snapshot.running)
     if loop.stored is None or loop.stored[0] != hook.newest_plan_id():
         loop.stored = hook.newest_plan()  # first cycle of a run, or another writer stored a plan meanwhile
-    store = decisions_changed(loop.stored[1], job_rows, tolerance_s=loop.planner.config.step_s)
+        loop.stored_for = None
+    changed = decisions_changed(loop.stored[1], job_rows, tolerance_s=loop.planner.config.step_s)
+    # Between solves the plan is only applied further (jobs released as it planned, newcomers not yet
+    # placed): the stored plan of this solve is brought up to date in place instead of stored again.
+    amend = changed and not decision.solve and loop.stored_for is plan and loop.stored[0] is not None
+    store = changed and not amend
     predicted = None
     if store:
         predicted = predict(cluster, workload, snapshot.now_s, plan, log)
         plan_row["predicted"] = json.dumps(predicted) if predicted is not None else None
-    if store or levers_differ(levers, snapshot):
+    amended = None
+    if amend:
+        assert loop.stored[0] is not None
+        amended = (loop.stored[0], {k: plan_row[k] for k in ("waiting", "running", "due", "rejected", "pool_slots")}
+                   | {"checked_s": snapshot.now_s},
+                   [r for r in job_rows if r["job_id"] not in loop.stored[1] or r["decision"] == "running"
+                    or decisions_changed({r["job_id"]: loop.stored[1][r["job_id"]]}, [r], loop.planner.config.step_s)])
+    if store or amend or levers_differ(levers, snapshot):
         result = hook.apply_levers(levers, snapshot.waiting, record=(plan_row, job_rows) if store else None,
-                                   notes=notes)
+                                   notes=notes, amend=amended)
     else:
         result = ApplyResult(dict(levers.pool_slots), (), ())
         notes.counts = write_notes(hook, notes)
     plan_id = result.plan_id
-    if store:
-        loop.stored = (plan_id, {r["job_id"]: r for r in job_rows if r["decision"] != "running"})
+    if store or amend:
+        loop.stored = (plan_id, {**(loop.stored[1] if amend else {}),
+                                 **{r["job_id"]: r for r in job_rows if r["decision"] != "running"}})
+        loop.stored_for = plan
     elif loop.stored[0] is not None and hook.confirm_plan(loop.stored[0], snapshot.now_s):
         plan_id = loop.stored[0]
+        loop.stored_for = plan
     else:  # another plan was stored meanwhile (a fail-open release): this one is the newest again
         plan_row["predicted"] = json.dumps(predict(cluster, workload, snapshot.now_s, plan, log))
         plan_id = hook.store_plan({"moved": len(result.moved), **plan_row}, job_rows)
         loop.stored, store = (plan_id, {r["job_id"]: r for r in job_rows if r["decision"] != "running"}), True
+        loop.stored_for = plan
     due = [job_id for job_id, a in levers.assignments.items() if a.pool != INTAKE_POOL]
     summary = {
         "plan_id": plan_id,
@@ -304,6 +322,7 @@ def schedule_cycle(
         "solved": decision.solve,
         "replan_reason": decision.reason,
         "stored": store,
+        "amended": amend,
         "method": plan.report.method,
         "status": plan.report.status,
         "objective": _finite(plan.report.objective),

@@ -281,7 +281,10 @@ def test_with_the_operator_jobs_start_in_planned_order_and_the_big_job_is_not_st
     known_from = min(j["plan_id"] for j in jobs if j["job_id"] == train["job_id"] and j["decision"] in ("held", "due"))
     first_release = {q["job_id"]: min(j["plan_id"] for j in jobs if j["job_id"] == q["job_id"] and
                                        j["decision"] == "due") for q in quants}
-    released_later = [q for q in quants if first_release[q["job_id"]] > known_from]
+    # Between solves a stored plan is brought up to date in place: a job that arrived after the plan
+    # that placed the training job was made, and was released by that plan, was released knowing it too.
+    released_later = [q for q in quants if first_release[q["job_id"]] > known_from
+                      or (first_release[q["job_id"]] == known_from and q["ready_s"] > created[known_from])]
     assert len(released_later) >= 8, "most of the stream should still be queued when the training job arrives"
     overtook = [q["job_id"] for q in released_later if q["start_s"] < train["start_s"]]
     assert not overtook, f"small jobs started before the planned training job: {overtook}"
