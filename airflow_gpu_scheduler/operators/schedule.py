@@ -293,8 +293,10 @@ def schedule_cycle(
         assert loop.stored[0] is not None
         amended = (loop.stored[0], {k: plan_row[k] for k in ("waiting", "running", "due", "rejected", "pool_slots")}
                    | {"checked_s": snapshot.now_s},
-                   [r for r in job_rows if r["job_id"] not in loop.stored[1] or r["decision"] == "running"
-                    or decisions_changed({r["job_id"]: loop.stored[1][r["job_id"]]}, [r], loop.planner.config.step_s)])
+                   # Running jobs keep the row that released them: the plan's record of what it decided.
+                   [r for r in job_rows if r["decision"] != "running" and (
+                       r["job_id"] not in loop.stored[1]
+                       or decisions_changed({r["job_id"]: loop.stored[1][r["job_id"]]}, [r], loop.planner.config.step_s))])
     if store or amend or levers_differ(levers, snapshot):
         result = hook.apply_levers(levers, snapshot.waiting, record=(plan_row, job_rows) if store else None,
                                    notes=notes, amend=amended)
