@@ -46,8 +46,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("planning_horizon_s", "float", "86400.0",
            "How far ahead in seconds the planner places starts; work beyond it waits for a later cycle."),
     Option("cycle_interval_s", "float", "10.0",
-           "Seconds between planning cycles inside one run of the planning task (the cadence at which new "
-           "GPU work gets a plan).", "5"),
+           "Seconds between full planning cycles inside one run of the planning task when nothing happens "
+           "(each confirms the plan: the planner's heartbeat); arrivals and ends are acted on sooner, see "
+           "watch_interval_s.", "5"),
+    Option("watch_interval_s", "float", "1.0",
+           "Seconds between the planning task's cheap looks at GPU task instances between cycles: a GPU task "
+           "that arrives, starts or ends triggers a cycle at once, which re-applies the current plan (its next "
+           "job on freed GPUs) and re-solves only when the re-planning rule says so.", "0.5"),
+    Option("replan_interval_s", "float", "60.0",
+           "While GPU work keeps arriving and ending, the plan is solved again at least this often; sooner when "
+           "GPUs turn idle that the plan did not expect or a real-time job has no place.", "30"),
     Option("fail_open_after_s", "float", "300.0",
            "The fail-open watchdog hands held GPU work back to Airflow's own order after this many seconds "
            "without an applied plan while work has waited that long."),

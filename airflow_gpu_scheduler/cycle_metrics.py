@@ -75,8 +75,8 @@ def emit_cycle_metrics(summary: Mapping[str, Any], cycle_s: float) -> None:
         s.gauge(_name("tasks", name), float(value or 0))
     for gpu_type, busy in (summary.get("gpus_busy") or {}).items():
         s.gauge(_name("gpus", "busy", gpu_type), float(busy))
-    if summary.get("noop"):
-        return
+    if summary.get("noop") or summary.get("solved") is False:
+        return  # a cycle that kept applying the plan made no new one
     s.timing(_name("plan", "duration"), float(summary.get("solve_wall_s") or 0.0) * 1000.0)
     s.incr(_name("plan", "status", summary.get("status") or "unknown"))
     s.incr(_name("plan", "method", summary.get("method") or "unknown"))

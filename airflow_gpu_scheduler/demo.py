@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from sqlalchemy import and_, bindparam, create_engine, select, text
+from sqlalchemy import and_, bindparam, create_engine, func, select, text
 
 from airflow_gpu_scheduler import demo_report as report
 from airflow_gpu_scheduler import demo_workload as workload
@@ -95,7 +95,8 @@ def planner_settings(config: PlannerConfig = report.PLANNER_CONFIG, cycle_s: flo
     return {"AIRFLOW__GPU_SCHEDULER__PLANNING_STEP_S": str(config.step_s),
             "AIRFLOW__GPU_SCHEDULER__PLANNING_HORIZON_S": str(config.horizon_s),
             "AIRFLOW__GPU_SCHEDULER__PLANNING_BUDGET_S": str(config.time_limit_s),
-            "AIRFLOW__GPU_SCHEDULER__CYCLE_INTERVAL_S": str(cycle_s)}
+            "AIRFLOW__GPU_SCHEDULER__CYCLE_INTERVAL_S": str(cycle_s),
+            "AIRFLOW__GPU_SCHEDULER__REPLAN_INTERVAL_S": str(report.REPLAN_S)}
 
 
 def _port(wanted: int) -> int:
@@ -179,6 +180,7 @@ def plan_trace(engine, t0: float, window_s: float) -> report.PlanTrace:
     with engine.connect() as conn:
         plans = conn.execute(select(plan_table.c.created_s, plan_table.c.pool_slots).where(window)
                              .order_by(plan_table.c.created_s)).all()
+        seen = conn.execute(select(func.max(plan_table.c.checked_s)).where(window)).scalar()
         jobs = conn.execute(
             select(plan_table.c.created_s, plan_job_table.c.run_id, plan_job_table.c.decision, plan_job_table.c.reason)
             .join(plan_table, plan_table.c.id == plan_job_table.c.plan_id)
@@ -195,7 +197,8 @@ def plan_trace(engine, t0: float, window_s: float) -> report.PlanTrace:
     return report.PlanTrace(
         created_s=tuple(created - t0 for created, _ in plans),
         streaming_slots=tuple((created - t0, int(json.loads(slots or "{}").get(streaming, 0))) for created, slots in plans),
-        reasons={k: tuple(v) for k, v in reasons.items()}, released_s=released)
+        reasons={k: tuple(v) for k, v in reasons.items()}, released_s=released,
+        last_seen_s=float(seen) - t0 if seen is not None else None)
 
 
 def print_summary(alone: report.RunScore, planned: report.RunScore, sim_airflow: report.RunScore,

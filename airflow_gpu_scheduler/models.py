@@ -10,7 +10,8 @@ from sqlalchemy import Boolean, Column, Float, ForeignKey, Index, Integer, MetaD
 
 metadata = MetaData()
 
-#: One row per planning cycle.
+#: One row per plan whose decisions differ from the plan before it (cycles that change nothing only
+#: move ``checked_s``).
 plan_table = Table(
     "gpu_sched_plan",
     metadata,
@@ -36,6 +37,8 @@ plan_table = Table(
     Column("predicted", Text, doc="predicted metrics of the plan vs Airflow's own dispatch (JSON)"),
     Column("applied", Boolean, nullable=False),
     Column("moved", Integer, doc="task instances whose pool or weight this plan changed"),
+    Column("checked_s", Float, doc="when a planning cycle last found this plan's decisions unchanged "
+                                   "(the planner's heartbeat; epoch seconds)"),
 )
 
 #: One row per job considered in a plan.

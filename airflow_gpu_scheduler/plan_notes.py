@@ -49,6 +49,9 @@ def waiting_note(row: Mapping[str, Any], job_ids: Sequence[str] = ()) -> str | N
     decision = row.get("decision")
     reason = private(row.get("reason") or "", row["dag_id"], job_ids)
     gpus = row.get("gpus")
+    if decision == "due" and row.get("released_ahead"):
+        return (f"{MARKER} released to {row.get('gpu_type')} ({gpu_count(gpus)}), next in line: it starts as soon as "
+                f"{gpu_count(gpus)} free (planned start {clock(row['planned_start_s'])}).")
     if decision == "due":
         return (f"{MARKER} released to {row.get('gpu_type')} ({gpu_count(gpus)}); it starts when Airflow's "
                 "scheduler queues it.")

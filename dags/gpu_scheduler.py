@@ -2,8 +2,10 @@
 
 Needs the Variable ``gpu_scheduler_cluster`` (cluster JSON) and the connection
 ``gpu_scheduler_metadata`` (Airflow's metadata database). Within each one-minute run the
-operator re-plans every ``[gpu_scheduler] cycle_interval_s``, so newly queued GPU work waits only
-seconds for a plan. The planner's budget, grid and horizon, and the watchdog's delay, come from
+operator looks at the GPU task instances every ``[gpu_scheduler] watch_interval_s``: when GPU work
+arrives, starts or ends it re-applies the plan at once (the next job on freed GPUs is already
+waiting in its pool) and re-solves when the re-planning rule says so, at least every
+``replan_interval_s`` while work changes. The planner's budget, grid and horizon, and the watchdog's delay, come from
 the ``[gpu_scheduler]`` settings too (``airflow config list --section gpu_scheduler``); a run
 triggered with ``{"repeat_for_s": 0}`` plans once, which checks a new set-up.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from airflow_gpu_scheduler.core.levers import levers_for_plan
+from airflow_gpu_scheduler.core.levers import levers_for_plan, pool_name
 from airflow_gpu_scheduler.core.metrics import evaluate
 from airflow_gpu_scheduler.core.planner import Plan
 from airflow_gpu_scheduler.core.policies.airflow_default import AirflowDefaultPolicy
@@ -53,9 +53,13 @@ def predict_plan_vs_airflow(cluster: Cluster, queued: Sequence[Job], running: Se
     started = [replace(r, job=shifted(r.job), start_s=r.start_s - now_s) for r in running]
     shifted_plan = replace(plan, now_s=0.0, starts=tuple(replace(s, start_s=s.start_s - now_s, end_s=s.end_s - now_s)
                                                          for s in plan.starts))
+    # Airflow alone has one pool per GPU type: what runs now, real-time inference included,
+    # holds slots of that pool (the plan's side keeps them in the streaming pools they are in).
+    alone = {r.job.job_id: pool_name(r.gpu_type) for r in running}
     out: dict[str, object] = {"window_s": window}
-    for name, policy in (("plan", FollowPlanPolicy(shifted_plan)), ("airflow", AirflowDefaultPolicy())):
-        metrics = evaluate(simulate(cluster, jobs, policy, window, running_at_start=started))
+    for name, policy, pools in (("plan", FollowPlanPolicy(shifted_plan), None),
+                                ("airflow", AirflowDefaultPolicy(), alone)):
+        metrics = evaluate(simulate(cluster, jobs, policy, window, running_at_start=started, running_pools=pools))
         out[name] = {"utilization": metrics.utilization, "weighted_output": metrics.weighted_output,
                      "max_wait_s": metrics.max_wait_s, "deadline_hit_rate": metrics.deadline_hit_rate}
     return out

@@ -48,7 +48,7 @@ def gpu_type_of_pool(pool: str) -> str | None:
     if pool == INTAKE_POOL or not pool.startswith(POOL_PREFIX):
         return None
     name = pool[len(POOL_PREFIX) :]
-    return name[: -len(STREAMING_SUFFIX)] if name.endswith(STREAMING_SUFFIX) else name
+    return name.removesuffix(STREAMING_SUFFIX)
 
 
 def executor_queue(gpu_type: GpuType) -> str:
@@ -135,7 +135,7 @@ def levers_for_plan(
     running: Sequence[RunningJob],
     now_s: float,
     release_ahead_s: float = 0.0,
-    in_order: bool = True,
+    release_next: bool = False,
 ) -> Levers:
     """Express a plan through Airflow's levers.
 
@@ -144,13 +144,17 @@ def levers_for_plan(
     early can only start where its pool has room, and by starting early it ends early.
 
     Jobs due now (planned start <= now) go to the pool of their planned GPU type with
-    weights in plan order, and to that type's executor queue. With ``in_order``, so do
-    the next jobs of each GPU type in plan order that fit in GPUs free now and claimed by
-    no released job, before their planned start: a job that ended before its estimate
-    frees GPUs the plan gave to the next job, and that job need not wait for its
-    planned time or the next solve. The first job that does not fit stops this on its
-    type, so nothing overtakes a job the plan starts first there (a gang being drained
-    for keeps its drain). Every other waiting job is held in the intake pool, so
+    weights in plan order, and to that type's executor queue. With ``release_next``, so
+    do, on each GPU type, the held batch jobs next in plan order while they fit the GPUs
+    free now and claimed by no released job (a job that ended before its estimate freed
+    them), and then the next one, which waits in its pool until enough GPUs free up (the
+    pool's slots are the gate): a GPU that frees is refilled by Airflow's next scheduler
+    loop, not at the next plan. Nothing behind that one is released, and nothing at all
+    while a due job on the type still waits for GPUs, so no smaller job can take GPUs a
+    job planned before it waits for (Airflow's dispatch skips a gang that does not fit
+    and starts whatever does); a gang being drained for keeps its drain. A real-time
+    endpoint the plan has not placed (it arrived since) goes first at once, to the
+    streaming pool of its freest allowed type. Every other waiting job is held in the intake pool, so
     Airflow's greedy dispatch cannot take GPUs the plan reserved for someone else.
     Each GPU type's GPUs are split between a batch pool and a streaming pool: the
     streaming pool keeps the plan's reservation for real-time inference, never more
@@ -182,13 +186,13 @@ def levers_for_plan(
             # it goes first, to the streaming pool of the allowed type with the most GPUs free.
             name = endpoint_type(job, cluster, batch_running, streaming_running, claimed)
             release(job, PlannedStart(job.job_id, name, now_s, now_s, -1, True))
-        elif start is not None and start.start_s <= now_s + release_ahead_s + 1e-6:
+        elif start is not None and start.start_s <= now_s + release_ahead_s + 1e-6 and job.submit_s <= now_s + 1e-6:
             release(job, start)
         else:
             assignments[job.job_id] = Assignment(INTAKE_POOL, 0)
             if start is not None:
                 later.append((start.rank, job))
-    if in_order:
+    if release_next:
         free = {t.name: t.count - batch_running[t.name] - streaming_running[t.name] for t in cluster.gpu_types}
         unmet = {t.name: max(0, plan.streaming_reserve.get(t.name, 0) - streaming_running[t.name])
                  for t in cluster.gpu_types}
@@ -200,10 +204,13 @@ def levers_for_plan(
                 continue
             # Batch work leaves the part of the streaming reservation no endpoint holds.
             room = free[name] - claimed[name] - (0 if job.is_streaming else unmet[name])
-            if job.gpus <= room:
-                release(job, start)
-            else:
-                blocked.add(name)
+            # A job that has not arrived (only a planner that knows the future plans one) keeps its GPUs.
+            if room < 0 or (job.gpus > room and job.is_streaming) or job.submit_s > now_s + 1e-6:
+                blocked.add(name)  # a released job still waits for GPUs here: nothing may queue behind it
+                continue
+            release(job, start)
+            if job.gpus > room:
+                blocked.add(name)  # the head of the order waits in its pool for GPUs; the rest stay held
 
     slots: dict[str, int] = {INTAKE_POOL: 0}
     for gpu_type in cluster.gpu_types:

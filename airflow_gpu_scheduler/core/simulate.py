@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from airflow_gpu_scheduler.core.estimates import Estimator
@@ -62,11 +62,14 @@ _ARRIVAL, _COMPLETION, _WAKE = 1, 0, 2  # completions first, so freed GPUs are s
 
 
 def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: float,
-             keep_plans: bool = False, running_at_start: Sequence[RunningJob] = ()) -> SimResult:
+             keep_plans: bool = False, running_at_start: Sequence[RunningJob] = (),
+             running_pools: Mapping[str, str] | None = None) -> SimResult:
     """Run ``policy`` on ``jobs`` from time 0 until ``horizon_s``; every job must carry ``duration_s``.
 
     ``running_at_start``: jobs already holding GPUs at time 0 (started at or before it);
-    they end at their start plus their runtime, or at once if that lies in the past.
+    they end at their start plus their runtime, or at once if that lies in the past. Each
+    holds slots of the pool ``running_pools`` names for it (by job id), by default its GPU
+    type's batch or streaming pool; policies see it like any running job, without its duration.
     """
     jobs = tuple(sorted((j for j in jobs if j.submit_s <= horizon_s), key=lambda j: (j.submit_s, j.job_id)))
     for job in jobs:
@@ -99,10 +102,10 @@ def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: f
     for run in running_at_start:
         if run.job.duration_s is None:
             raise ValueError(f"job {run.job.job_id!r}: field 'duration_s': running jobs need a duration")
-        pool = pool_name(run.gpu_type, run.job.is_streaming)
+        pool = (running_pools or {}).get(run.job.job_id) or pool_name(run.gpu_type, run.job.is_streaming)
         pool_used[pool] = pool_used.get(pool, 0) + run.job.gpus
         type_used[run.gpu_type] += run.job.gpus
-        running[run.job.job_id] = (run, pool)
+        running[run.job.job_id] = (replace(run, job=estimator.fill(replace(run.job, duration_s=None))), pool)
         by_id[run.job.job_id] = run.job
         end = run.start_s + runtime_s(run.job, run.job.duration_s, cluster.gpu_type(run.gpu_type))
         push(max(end, 0.0), _COMPLETION, run.job.job_id)

@@ -25,10 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_gpu_scheduler.core.planner import Plan
-from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, runtime_s
-
-#: A running job past its estimate is expected to end this soon (as the planner assumes).
-OVERDUE_END_S = 1.0
+from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, expected_end_s, runtime_s
 
 
 @dataclass(frozen=True)
@@ -78,9 +75,8 @@ def waiting_reasons(
     for r in running:
         if r.gpu_type not in holding:
             continue
-        estimate = r.job.estimate_s
-        end = r.start_s + runtime_s(r.job, estimate, cluster.gpu_type(r.gpu_type)) if estimate else now_s
-        holding[r.gpu_type].append((r.job.gpus, max(end, now_s + OVERDUE_END_S), r.job.is_streaming))
+        holding[r.gpu_type].append((r.job.gpus, expected_end_s(r, cluster.gpu_type(r.gpu_type), now_s),
+                                    r.job.is_streaming))
 
     lanes = {name: _Lane([s for s in planned.values() if s.gpu_type == name and s.job_id in jobs])
              for name in cluster.names}

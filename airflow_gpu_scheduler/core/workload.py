@@ -280,6 +280,23 @@ class RunningJob:
     start_s: float
 
 
+#: A running job past its estimate (or without one) is assumed to end this soon, not to run forever.
+OVERDUE_FLOOR_S = 1.0
+
+
+def expected_end_s(running: RunningJob, gpu_type: GpuType, now_s: float, floor_s: float = OVERDUE_FLOOR_S) -> float:
+    """When a running job is expected to give its GPUs back: the one rule every planner, policy and page uses.
+
+    Its start plus its runtime by the estimate on its GPU type (:func:`runtime_s`: batch work
+    d / speed, streaming wall-clock), but never earlier than ``floor_s`` from now: an overdue
+    job still holds its GPUs, so it ends "soon". ``floor_s`` is the caller's resolution (the
+    planner's half grid step); 0 keeps an overdue job's end at now.
+    """
+    estimate = running.job.estimate_s
+    end = running.start_s + runtime_s(running.job, estimate, gpu_type) if estimate is not None else now_s
+    return max(end, now_s + floor_s)
+
+
 def check_ids_unique(jobs: Sequence[Job]) -> None:
     seen: set[str] = set()
     for job in jobs:

@@ -357,6 +357,7 @@ class GpuSchedulerMetadataHook(BaseHook):
         waiting: Sequence[GpuTaskInstance],
         record: tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]] | None = None,
         notes: TaskInstanceNotes | None = None,
+        amend: tuple[int, Mapping[str, Any], Sequence[Mapping[str, Any]]] | None = None,
     ) -> ApplyResult:
         """Write a plan's levers in ONE short transaction: close the pools, move the task
         instances, reopen the pools with their new slots.
@@ -374,6 +375,9 @@ class GpuSchedulerMetadataHook(BaseHook):
             the same transaction, so a plan is applied if and only if it is recorded.
         :param notes: the plan's task-instance notes (:mod:`airflow_gpu_scheduler.hooks.notes`), written in
             the same transaction.
+        :param amend: ``(plan_id, plan values, job rows)``: instead of storing a new plan, bring stored plan
+            ``plan_id`` up to date (the same solve, applied further: jobs it released since, jobs it has
+            not placed yet), in the same transaction; see :meth:`amend_plan`.
         """
         bad_pools = [p for p in levers.pool_slots if not is_gpu_pool(p)]
         bad_pools += [a.pool for a in levers.assignments.values() if not is_gpu_pool(a.pool)]
@@ -405,6 +409,8 @@ class GpuSchedulerMetadataHook(BaseHook):
                 if record is not None:
                     plan_row, job_rows = record
                     plan_id = self._insert_plan(conn, {"moved": len(moved), **plan_row}, job_rows)
+                if amend is not None:
+                    plan_id = self._amend_plan(conn, *amend)
                 if notes is not None:
                     notes.write(conn)
         except SQLAlchemyError as error:
@@ -414,6 +420,84 @@ class GpuSchedulerMetadataHook(BaseHook):
                 f"{type(error).__name__}: {error}"
             ) from error
         return ApplyResult(dict(levers.pool_slots), tuple(moved), tuple(skipped), plan_id)
+
+    # ------------------------------------------------------------------ watch between cycles
+
+    def gpu_work_fingerprint(self) -> tuple:
+        """A cheap summary of GPU work that changes when a GPU task instance arrives, is queued, starts or ends.
+
+        One aggregate query (a row per pool and state), so the planning task can look every second
+        without reading the task instances themselves; anything it misses the next full cycle reads.
+        """
+        ti = _task_instance
+        gpu_pool = or_(ti.c.pool == INTAKE_POOL, ti.c.pool.startswith(POOL_PREFIX, autoescape=True))
+        query = (
+            select(ti.c.pool, ti.c.state, func.count(), func.max(ti.c.scheduled_dttm), func.max(ti.c.queued_dttm),
+                   func.max(ti.c.start_date))
+            .where(gpu_pool, ti.c.state.in_(("scheduled", "queued", "running")))
+            .group_by(ti.c.pool, ti.c.state)
+        )
+        try:
+            with self.get_engine().connect() as conn:
+                return tuple(sorted(tuple(str(v) for v in row) for row in conn.execute(query).all()))
+        except SQLAlchemyError as error:
+            raise GpuSchedulerMetadataError(f"reading GPU work failed: {type(error).__name__}: {error}") from error
+
+    # ------------------------------------------------------------------ plan storage that stays bounded
+
+    def newest_plan_id(self) -> int | None:
+        """Id of the newest stored plan (``None`` before the first)."""
+        with self.get_engine().connect() as conn:
+            plan_id = conn.execute(select(func.max(plan_table.c.id))).scalar()
+        return int(plan_id) if plan_id is not None else None
+
+    def newest_plan(self) -> tuple[int | None, dict[str, dict[str, Any]]]:
+        """Id of the newest plan and the decisions it stored for waiting jobs (``{job_id: row}``, no running ones)."""
+        columns = (plan_job_table.c.job_id, plan_job_table.c.decision, plan_job_table.c.gpu_type,
+                   plan_job_table.c.pool, plan_job_table.c.weight, plan_job_table.c.planned_start_s)
+        with self.get_engine().connect() as conn:
+            plan_id = conn.execute(select(func.max(plan_table.c.id))).scalar()
+            if plan_id is None:
+                return None, {}
+            rows = conn.execute(select(*columns).where(plan_job_table.c.plan_id == plan_id,
+                                                       plan_job_table.c.decision != "running")).mappings().all()
+        return int(plan_id), {r["job_id"]: dict(r) for r in rows}
+
+    def confirm_plan(self, plan_id: int, now_s: float) -> bool:
+        """The heartbeat: mark plan ``plan_id`` as still current at ``now_s``, if it is still the newest.
+
+        ``False`` if another plan (a fail-open release, another run) was stored since: the caller
+        stores its plan instead.
+        """
+        try:
+            with self.get_engine().begin() as conn:
+                if conn.execute(select(func.max(plan_table.c.id))).scalar() != plan_id:
+                    return False
+                conn.execute(update(plan_table).where(plan_table.c.id == plan_id).values(checked_s=now_s))
+        except SQLAlchemyError as error:
+            raise GpuSchedulerMetadataError(f"confirming plan {plan_id} failed: {type(error).__name__}: {error}") \
+                from error
+        return True
+
+    def prune_plans(self, older_than_s: float, keep_newest: int) -> int:
+        """Delete plans made before ``older_than_s`` (and their job rows), always keeping the newest
+        ``keep_newest`` (what the review page's history shows). Returns the plans deleted."""
+        with self.get_engine().begin() as conn:
+            newest = [r for (r,) in conn.execute(select(plan_table.c.id).order_by(plan_table.c.id.desc())
+                                                 .limit(keep_newest))]
+            old = select(func.max(plan_table.c.id)).where(plan_table.c.created_s < older_than_s)
+            last_old = conn.execute(old).scalar()
+            if last_old is None:
+                return 0
+            cutoff = int(last_old)
+            if keep_newest:
+                if len(newest) < keep_newest:
+                    return 0  # every plan is one of the newest kept
+                cutoff = min(cutoff, int(newest[-1]) - 1)
+            if cutoff < 1:
+                return 0
+            conn.execute(plan_job_table.delete().where(plan_job_table.c.plan_id <= cutoff))
+            return int(conn.execute(plan_table.delete().where(plan_table.c.id <= cutoff)).rowcount or 0)
 
     # ------------------------------------------------------------------ one planner at a time
 
@@ -488,7 +572,8 @@ class GpuSchedulerMetadataHook(BaseHook):
             .where(ti.c.pool.startswith(POOL_PREFIX, autoescape=True), ti.c.state.in_(("queued", "running")))
             .group_by(ti.c.pool)
         )
-        last = select(func.max(plan_table.c.created_s))
+        # A plan confirmed unchanged by a later cycle is as good as a new one: the planner is alive.
+        last = select(func.max(func.coalesce(plan_table.c.checked_s, plan_table.c.created_s)))
         try:
             with self.get_engine().connect() as conn:
                 rows = conn.execute(waiting).mappings().all()
@@ -576,6 +661,27 @@ class GpuSchedulerMetadataHook(BaseHook):
             rows = [{**{c: row.get(c) for c in columns}, "plan_id": plan_id} for row in job_rows]
             conn.execute(insert(plan_job_table), rows)
         return int(plan_id)
+
+    @staticmethod
+    def _amend_plan(conn, plan_id: int, plan_values: Mapping[str, Any], job_rows: Sequence[Mapping[str, Any]]) -> int:
+        """Update stored plan ``plan_id`` in place: its summary columns, the rows of ``job_rows`` it has
+        (by job id), and new rows for the jobs it has not. Rows of jobs not in ``job_rows`` stay."""
+        conn.execute(update(plan_table).where(plan_table.c.id == plan_id).values(**plan_values))
+        columns = [c.name for c in plan_job_table.columns if c.name not in ("id", "plan_id")]
+        have = {job_id for (job_id,) in conn.execute(
+            select(plan_job_table.c.job_id).where(plan_job_table.c.plan_id == plan_id,
+                                                  plan_job_table.c.job_id.in_([r["job_id"] for r in job_rows])))}
+        new = []
+        for row in job_rows:
+            values = {c: row.get(c) for c in columns}
+            if row["job_id"] in have:
+                conn.execute(update(plan_job_table).where(plan_job_table.c.plan_id == plan_id,
+                                                          plan_job_table.c.job_id == row["job_id"]).values(**values))
+            else:
+                new.append({**values, "plan_id": plan_id})
+        if new:
+            conn.execute(insert(plan_job_table), new)
+        return plan_id
 
     def get_plans(self, limit: int = 20) -> list[dict[str, Any]]:
         """The most recent plans, newest first, each with its ``jobs``."""

@@ -164,4 +164,5 @@ def test_the_forecast_plans_like_the_platform_dag(monkeypatch):
         monkeypatch.setenv(name, value)
     assert configured_planner() == demo_report.PLANNER_CONFIG
     assert config.get_float("cycle_interval_s") == demo_report.CYCLE_S
+    assert config.get_float("replan_interval_s") == demo_report.REPLAN_S
     assert all((demo.SOURCE_DAGS / name).exists() for name in demo.DAG_FILES)

@@ -19,11 +19,12 @@ from sqlalchemy import create_engine, text
 
 from airflow_gpu_scheduler.core.levers import levers_for_plan
 from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
+from airflow_gpu_scheduler.core.planner.rollout import RolloutPlanner
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.embedded import EmbeddedAirflow
 from airflow_gpu_scheduler.gpu_work import build_workload
 from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook, to_epoch
-from airflow_gpu_scheduler.operators.schedule import plan_record
+from airflow_gpu_scheduler.operators.schedule import PlanningLoop, plan_record, schedule_cycle
 
 pytestmark = [pytest.mark.airflow, pytest.mark.postgres, pytest.mark.load]
 
@@ -36,6 +37,12 @@ def counts(engine) -> dict[str, int]:
     with engine.connect() as conn:
         return {f"{state}:{pool}": n for state, pool, n in conn.execute(text(
             "SELECT state, pool, count(*) FROM task_instance WHERE dag_id = 'load_gpu' GROUP BY state, pool"))}
+
+
+def plan_table_rows(engine) -> tuple[int, int]:
+    with engine.connect() as conn:
+        return (conn.execute(text("SELECT count(*) FROM gpu_sched_plan")).scalar(),
+                conn.execute(text("SELECT count(*) FROM gpu_sched_plan_job")).scalar())
 
 
 def wait_until(predicate, timeout_s, what):
@@ -119,6 +126,30 @@ def test_5000_waiting_gpu_task_instances_collect_plan_apply_while_airflow_keeps_
             "cycles_while_cpu_ran": cycles, "cycling_s": round(window_end - window_start, 1),
         }
         print("LOAD", json.dumps(figures))
+
+        # Plan-table rows written per cycle by the operator's loop, while the released shards run and
+        # end (a fast stream: each takes a second or two on 8 GPUs). Before, every cycle with work
+        # waiting stored a plan and a row per waiting and running task instance.
+        loop = PlanningLoop(RolloutPlanner(PlannerConfig(step_s=60.0, horizon_s=24 * 3600.0, time_limit_s=2.0)))
+        before_rows = after_rows = cycles_run = 0
+        plans0, jobs0 = plan_table_rows(engine)
+        t = time.perf_counter()
+        while cycles_run < 12:
+            summary = schedule_cycle(hook, loop, CLUSTER)
+            if summary["noop"]:
+                break
+            cycles_run += 1
+            before_rows += 1 + summary["waiting"] + summary["running"]
+        loop_s = time.perf_counter() - t
+        plans1, jobs1 = plan_table_rows(engine)
+        after_rows = (plans1 - plans0) + (jobs1 - jobs0)
+        per_hour = 3600.0 / 10.0  # cycles an hour at the default cycle_interval_s
+        storage = {"cycles": cycles_run, "loop_s": round(loop_s, 1), "solves": loop.solves,
+                   "plans_stored": plans1 - plans0, "rows_before": before_rows, "rows_after": after_rows,
+                   "rows_per_hour_before": round(before_rows / max(cycles_run, 1) * per_hour),
+                   "rows_per_hour_after": round(after_rows / max(cycles_run, 1) * per_hour)}
+        print("STORAGE", json.dumps(storage))
+        assert after_rows <= before_rows
         assert len(snapshot.waiting) == N and len(workload.queued) == N
         assert len(result.moved) == N, "every task instance gets its plan pool and weight"
         assert again.moved == ()

@@ -37,7 +37,7 @@ def test_airflow_db_migrate_creates_the_plan_tables_and_stamps_our_version_table
         tables = set(inspect(engine).get_table_names())
         assert {"gpu_sched_plan", "gpu_sched_plan_job", "alembic_version_gpu_sched"} <= tables
         with engine.connect() as c:
-            assert c.execute(text("SELECT version_num FROM alembic_version_gpu_sched")).scalar() == "0002_gpu_sched_review"
+            assert c.execute(text("SELECT version_num FROM alembic_version_gpu_sched")).scalar() == "0003_gpu_sched_heartbeat"
     finally:
         engine.dispose()
 

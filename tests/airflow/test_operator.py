@@ -53,3 +53,24 @@ def test_empty_queue_is_a_no_op_on_a_real_metadata_db(hook, cluster_file):
         from sqlalchemy import text
 
         assert [r[0] for r in conn.execute(text("SELECT pool FROM slot_pool"))] == ["default_pool"]
+
+
+def test_a_running_endpoint_is_stored_with_the_cores_expected_end_not_divided_by_gpu_speed():
+    from airflow_gpu_scheduler.core.levers import Levers
+    from airflow_gpu_scheduler.core.planner import MilpPlanner
+    from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob
+    from airflow_gpu_scheduler.gpu_work import GpuWorkload
+    from airflow_gpu_scheduler.hooks.metadata import GpuWorkSnapshot
+    from airflow_gpu_scheduler.operators.schedule import plan_record
+
+    now = 1_800_000_000.0
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4, "speed": 2.0}}})
+    endpoint = Job("d/r/serve/-1", now - 10, "realtime_inference", 1, estimate_s=100.0,
+                   meta={"key": ("d", "r", "serve", -1)})
+    batch = Job("d/r/train/-1", now - 10, "training", 1, estimate_s=100.0, meta={"key": ("d", "r", "train", -1)})
+    running = [RunningJob(endpoint, "h100", now - 10), RunningJob(batch, "h100", now - 10)]
+    workload = GpuWorkload([], running, {}, {}, {})
+    plan = MilpPlanner().plan(cluster, [], running, now)
+    _, rows = plan_record(cluster, GpuWorkSnapshot(now, (), (), ()), workload, plan, Levers(), None, (None, None))
+    ends = {r["task_id"]: r["planned_end_s"] for r in rows}
+    assert ends == {"serve": now + 90.0, "train": now + 40.0}  # streaming serves wall-clock time; work runs d / speed

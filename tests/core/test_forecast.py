@@ -24,3 +24,17 @@ def test_empty_plan_forecasts_nothing_lost():
     plan = MilpPlanner().plan(FOUR, [], [], 0.0)
     forecast = predict_plan_vs_airflow(FOUR, [], [], 0.0, plan)
     assert forecast["plan"]["weighted_output"] == forecast["airflow"]["weighted_output"] == 0.0
+
+
+def test_forecast_with_a_real_time_endpoint_running_on_the_gpu_type():
+    # A streaming job holds a GPU of the streaming pool: Airflow alone must count it, not
+    # stop with "over-subscribed" (the forecast failed whenever an endpoint ran).
+    now = 1_000_000.0
+    endpoint = Job("rt", now - 5, "realtime_inference", 1, estimate_s=900, priority=5, max_wait_s=20)
+    running = [RunningJob(endpoint, "h100", now - 5)]
+    queued = [Job(f"q{i}", now - 3, "quantization", 1, estimate_s=600, group="q") for i in range(5)]
+    plan = MilpPlanner().plan(FOUR, queued, running, now, {"h100": 1})
+    forecast = predict_plan_vs_airflow(FOUR, queued, running, now, plan)
+    assert forecast["plan"]["utilization"] > 0 and forecast["airflow"]["utilization"] > 0
+    # Three GPUs are left for batch work on either side: the endpoint keeps its own.
+    assert forecast["airflow"]["utilization"] <= 1.0

@@ -49,7 +49,7 @@ def test_levers_hold_jobs_not_yet_due_and_release_ahead_by_choice():
     jobs = [Job("now", 0, "training", 4, estimate_s=600, priority=9),
             Job("next", 0, "quantization", 4, estimate_s=600, priority=1)]
     plan = MilpPlanner().plan(cluster, jobs, [], 0.0)
-    held = levers_for_plan(plan, cluster, jobs, [], 0.0)
+    held = levers_for_plan(plan, cluster, jobs, [], 0.0, release_next=False)
     assert held.assignments["now"].pool == "gpu_h100" and held.assignments["next"].pool == INTAKE_POOL
     assert held.pool_slots == {INTAKE_POOL: 0, "gpu_h100": 4, "gpu_h100_streaming": 0}
     early = levers_for_plan(plan, cluster, jobs, [], 0.0, release_ahead_s=600)
@@ -87,17 +87,21 @@ def test_next_jobs_in_plan_order_are_released_when_gpus_free_but_never_past_a_ga
     plan = Plan(0.0, (PlannedStart("a", "h100", 900.0, 1500.0, 0, False),
                       PlannedStart("gang", "h100", 1500.0, 2100.0, 1, False),
                       PlannedStart("b", "h100", 2100.0, 2700.0, 2, False)), (), report, {})
-    # Two GPUs are free at 300 s: "a" (next in order, 1 GPU) goes now; the gang does not fit,
-    # so "b" behind it stays held although a GPU would be free for it.
-    levers = levers_for_plan(plan, cluster, [a, gang, b], running, 300.0)
-    assert [levers.assignments[j].pool for j in ("a", "gang", "b")] == ["gpu_h100", INTAKE_POOL, INTAKE_POOL]
+    # Two GPUs are free at 300 s: "a" (next in order, 1 GPU) goes now; the gang does not fit, so
+    # it waits in its pool for the GPUs (the pool's slots are the gate), and "b" behind it stays
+    # held although a GPU would be free for it.
+    levers = levers_for_plan(plan, cluster, [a, gang, b], running, 300.0, release_next=True)
+    assert [levers.assignments[j].pool for j in ("a", "gang", "b")] == ["gpu_h100", "gpu_h100", INTAKE_POOL]
+    assert levers.assignments["a"].weight > levers.assignments["gang"].weight
     # Without in-order release only what is due by the clock goes.
-    levers = levers_for_plan(plan, cluster, [a, gang, b], running, 300.0, in_order=False)
+    levers = levers_for_plan(plan, cluster, [a, gang, b], running, 300.0, release_next=False)
     assert levers.assignments["a"].pool == INTAKE_POOL
-    # The streaming reservation is not batch work's to take.
+    # The streaming reservation is not batch work's to take: "a" waits in its pool, whose slots
+    # leave the two reserved GPUs out, and the gang behind it stays held.
     reserved = Plan(0.0, plan.starts, (), report, {"h100": 2})
-    levers = levers_for_plan(reserved, cluster, [a, gang, b], running, 300.0)
-    assert levers.assignments["a"].pool == INTAKE_POOL
+    levers = levers_for_plan(reserved, cluster, [a, gang, b], running, 300.0, release_next=True)
+    assert [levers.assignments[j].pool for j in ("a", "gang", "b")] == ["gpu_h100", INTAKE_POOL, INTAKE_POOL]
+    assert levers.pool_slots["gpu_h100"] == 2  # both already held by the running job
 
 
 def test_an_endpoint_that_arrived_after_the_plan_goes_first_without_waiting_for_a_solve():

@@ -96,3 +96,23 @@ def test_clairvoyant_respects_the_invariants_on_a_scenario():
     sc = make_scenario("priority_inversion", quick=True)
     result = simulate(sc.cluster, sc.jobs, make_policy("clairvoyant", scenario=sc), sc.horizon_s)
     assert schedule_violations(sc.cluster, sc.jobs, result.outcomes, sc.horizon_s) == []
+
+
+def test_running_jobs_reach_policies_without_their_durations():
+    seen = []
+
+    class Spy:
+        name, cadence_s = "spy", None
+
+        def decide(self, state):
+            seen.extend(r.job for r in state.running)
+            return make_policy("airflow").decide(state)
+
+    cluster = Cluster.from_dict({"gpu_types": {"g": {"count": 2, "speed": 1.0}}})
+    from airflow_gpu_scheduler.core.workload import RunningJob
+
+    started = [RunningJob(Job("r", -5.0, "quantization", 1, duration_s=50.0, group="q"), "g", -5.0)]
+    jobs = [Job("w", 0.0, "quantization", 2, duration_s=10.0, group="q")]
+    result = simulate(cluster, jobs, Spy(), 1_000, running_at_start=started)
+    assert seen and all(j.duration_s is None and j.estimate_s is not None for j in seen)
+    assert result.outcomes["w"].start_s == 45.0  # the running job still ends by its actual duration

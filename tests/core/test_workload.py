@@ -112,3 +112,18 @@ def test_errors_about_one_job_carry_its_id():
     with pytest.raises(WorkloadError) as raised:
         Job("neg", 0, "training", -1)
     assert raised.value.job_id == "neg" and raised.value.field == "gpus"
+
+
+def test_expected_end_of_a_running_job_one_rule():
+    from airflow_gpu_scheduler.core.workload import OVERDUE_FLOOR_S, GpuType, RunningJob, expected_end_s
+
+    fast = GpuType("h100", 4, 2.0)
+    batch = RunningJob(Job("b", 0.0, "training", 1, estimate_s=100.0), "h100", 10.0)
+    stream = RunningJob(Job("s", 0.0, "realtime_inference", 1, estimate_s=100.0), "h100", 10.0)
+    assert expected_end_s(batch, fast, 20.0) == 60.0  # work runs d / speed
+    assert expected_end_s(stream, fast, 20.0) == 110.0  # a streaming job serves wall-clock time
+    # Past its estimate: assumed to end soon (the floor), never in the past.
+    assert expected_end_s(batch, fast, 500.0) == 500.0 + OVERDUE_FLOOR_S
+    assert expected_end_s(batch, fast, 500.0, floor_s=30.0) == 530.0
+    no_estimate = RunningJob(Job("n", 0.0, "training", 1), "h100", 10.0)
+    assert expected_end_s(no_estimate, fast, 20.0) == 20.0 + OVERDUE_FLOOR_S

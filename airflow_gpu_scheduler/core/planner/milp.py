@@ -13,7 +13,7 @@ from airflow_gpu_scheduler.core.planner.lp_bound import lp_relaxation
 from airflow_gpu_scheduler.core.planner.objective import job_value
 from airflow_gpu_scheduler.core.planner.plan import Plan, PlannedStart, PlannerConfig, SolveReport
 from airflow_gpu_scheduler.core.planner.windows import improve
-from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, runtime_s
+from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, expected_end_s, runtime_s
 
 #: Seconds of the cycle's budget kept back for HiGHS returning after its time limit.
 SOLVER_MARGIN_S = 0.1
@@ -106,10 +106,8 @@ class MilpPlanner:
         cfg = self.config
         running_spans = []
         for r in running:
-            gpu_type = cluster.gpu_type(r.gpu_type)
-            expected_end = r.start_s + runtime_s(r.job, r.job.planning_estimate_s, gpu_type)
-            # A job past its estimate is assumed to end soon, not to run forever.
-            remaining = max(expected_end - now_s, cfg.step_s / 2)
+            # A job past its estimate is assumed to end soon (half a step), not to run forever.
+            remaining = expected_end_s(r, cluster.gpu_type(r.gpu_type), now_s, floor_s=cfg.step_s / 2) - now_s
             running_spans.append((r.gpu_type, r.job.gpus, remaining, r.job.is_streaming))
 
         longest = max(runtime_s(j, j.planning_estimate_s, t) for j in queued for t in allowed_types(j, cluster))

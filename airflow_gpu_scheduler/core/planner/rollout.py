@@ -49,7 +49,7 @@ class RolloutConfig:
     :param candidates: the base plans compared besides the MILP's (see :data:`PREFERENCE`).
     """
 
-    samples: int = 4
+    samples: int = 8
     lookahead_s: float = 6 * 3600.0
     checkpoints: int = 6
     seed: int = 0

@@ -18,7 +18,7 @@ from airflow_gpu_scheduler.core.policies.base import (
     free_gpus,
     priority_order,
 )
-from airflow_gpu_scheduler.core.workload import Job, allowed_types
+from airflow_gpu_scheduler.core.workload import Job, allowed_types, expected_end_s
 
 
 class EasyBackfillPolicy:
@@ -31,8 +31,7 @@ class EasyBackfillPolicy:
         # Expected releases per type: (time, gpus), from running jobs and from jobs started here.
         releases: dict[str, list[tuple[float, int]]] = {t.name: [] for t in cluster.gpu_types}
         for r in state.running:
-            end = r.start_s + expected_runtime(r.job, cluster.gpu_type(r.gpu_type))
-            releases[r.gpu_type].append((max(end, now), r.job.gpus))
+            releases[r.gpu_type].append((expected_end_s(r, cluster.gpu_type(r.gpu_type), now, floor_s=0.0), r.job.gpus))
 
         assignments: dict[str, Assignment] = {}
         reservation: tuple[str, float, int] | None = None  # (gpu type, shadow time, spare GPUs then)

@@ -16,8 +16,9 @@ from airflow_gpu_scheduler.core.estimates import EstimateErrors
 from airflow_gpu_scheduler.core.levers import Levers
 from airflow_gpu_scheduler.core.planner import Plan
 from airflow_gpu_scheduler.core.planner.lookahead import StreamingDemand
+from airflow_gpu_scheduler.core.replan import fastest_fitting_type  # noqa: F401 - policies import it from here
 from airflow_gpu_scheduler.core.streaming import DEFAULT_MEMORY_S, StreamingInterval
-from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob, allowed_types, runtime_s
+from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob, runtime_s
 
 
 @dataclass(frozen=True)
@@ -88,12 +89,6 @@ def free_gpus(state: ClusterState) -> dict[str, int]:
     for r in state.running:
         free[r.gpu_type] -= r.job.gpus
     return free
-
-
-def fastest_fitting_type(job: Job, cluster: Cluster, free: dict[str, int]) -> GpuType | None:
-    """Where a reasonable dispatcher would put a job now: the fastest allowed type with room."""
-    fitting = [t for t in allowed_types(job, cluster) if free[t.name] >= job.gpus]
-    return max(fitting, key=lambda t: (t.speed, free[t.name]), default=None)
 
 
 def arrival_order(jobs: Sequence[Job]) -> list[Job]:

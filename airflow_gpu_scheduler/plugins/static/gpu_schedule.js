@@ -125,6 +125,9 @@
     var p = data.plan;
     $("plan-meta").innerHTML = "Plan #" + p.id + " made at " + clock(p.created_s) + " UTC (" +
       esc(relative(p.created_s, data.now_s)) + ")" + (p.dag_id ? " by " + esc(p.dag_id) + " / " + esc(p.run_id) : "") +
+      // A plan is stored only when its decisions change; cycles in between confirm it (the heartbeat).
+      (p.checked_s != null && p.checked_s > p.created_s ? " · still current at " + clock(p.checked_s) + " UTC (" +
+        esc(relative(p.checked_s, data.now_s)) + ")" : "") +
       " · " + esc(p.method.toUpperCase()) + " " + esc(p.status) + " · times in UTC";
     var parts = {}, mark = performance.now();
     function step(name, fn) { fn(); var t = performance.now(); parts[name] = t - mark; mark = t; }
@@ -422,8 +425,10 @@
       ["Solve time", p.wall_s == null ? "–" : p.wall_s.toFixed(3) + " s"],
       ["MIP gap", pct(p.gap, 2)],
       ["Bound", num(p.bound)],
+      // The planner's objective against its own greedy warm start: never below it by construction,
+      // so it says how much the solver added, not how the plan compares with Airflow (the forecast does).
       ["Objective", num(p.objective) + (gain != null && isFinite(gain) ? ' <span class="muted">(' + (gain >= 0 ? "+" : "") +
-        pct(gain, 2) + " vs greedy)</span>" : "")]
+        pct(gain, 2) + " over the planner's own greedy start; vs Airflow: see the forecast)</span>" : "")]
     ];
     if (p.message) rows.push(["Note", esc(p.message)]);
     var html = '<dl class="kv">' + rows.map(function (r) { return "<dt>" + r[0] + "</dt><dd>" + r[1] + "</dd>"; }).join("") + "</dl>";

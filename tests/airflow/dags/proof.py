@@ -61,6 +61,8 @@ with DAG("plan_scheduler", schedule=None, start_date=START, catchup=False, max_a
         planner_config=PlannerConfig(step_s=1.0, fine_points=30, horizon_s=600.0, time_limit_s=2.0),
         repeat_for_s="{{ dag_run.conf.get('repeat_for_s', 0) }}",
         repeat_every_s=1.5,
+        watch_every_s=0.5,
+        replan_interval_s=3.0,
     )
 
 # A mapped GPU task: each map index is its own job, keyed on (dag_id, run_id, task_id, map_index).
