@@ -15,7 +15,8 @@ import pytest
 from metadata_seed import Seeder
 from sqlalchemy import func, select, text
 
-from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
+from airflow_gpu_scheduler.core.planner import PlannerConfig
+from airflow_gpu_scheduler.core.planner.rollout import RolloutPlanner
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.models import plan_job_table, plan_table
 from airflow_gpu_scheduler.operators.schedule import KEEP_NEWEST_PLANS, PlanningLoop, prune_plans, schedule_cycle
@@ -23,7 +24,7 @@ from airflow_gpu_scheduler.operators.schedule import KEEP_NEWEST_PLANS, Planning
 pytestmark = pytest.mark.airflow
 
 CLUSTER = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}}})
-PLANNER = MilpPlanner(PlannerConfig(step_s=60.0, time_limit_s=2.0))
+PLANNER = RolloutPlanner(PlannerConfig(step_s=60.0, time_limit_s=2.0))
 
 
 @pytest.fixture
