@@ -63,6 +63,8 @@ GPU_DAGS = [dag_id for dag_id, _, _ in KINDS.values()]
 CLUSTER = {"gpu_types": {"h100": {"count": 4, "speed": 1.0}}}
 #: Share of each kind in the stream.
 MIX = {"quantization": 0.4, "batch_inference": 0.25, "realtime_inference": 0.2, "training": 0.15}
+#: How long the planner's database connections are cut again and again (longer than one cycle interval).
+TERMINATE_BURST_S = 6.0
 FAULTS = ("kill_planner", "terminate_planner_db", "restart_scheduler", "pause_planner")
 FINISHED = {"success"}
 LOST_STATES = {"failed", "upstream_failed", "removed", "skipped"}
@@ -156,14 +158,22 @@ class Soak:
             process.send_signal(signal.SIGKILL)
             return {"pid": process.pid}
         if kind == "terminate_planner_db":
+            # A burst longer than the cycle interval, so that a cycle's own connections (re-made by the
+            # hook's pre-ping) are cut while it collects, plans or applies, not only idle ones between cycles.
             process = self.planner_process()
-            backends = self.planner_backends(process) if process else []
-            if not backends:
+            if process is None:
                 return None
+            terminated, end = 0, time.monotonic() + TERMINATE_BURST_S
             with self.engine.connect() as conn:
-                done = [conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": p}).scalar() for p in backends]
-                conn.commit()
-            return {"pid": process.pid, "backends": len(backends), "terminated": sum(bool(d) for d in done)}
+                while time.monotonic() < end and process.is_running():
+                    for backend in self.planner_backends(process):
+                        terminated += bool(conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": backend}).scalar())
+                    conn.commit()
+                    time.sleep(0.1)
+            if not terminated:
+                return None
+            return {"pid": process.pid, "burst_s": TERMINATE_BURST_S, "terminated": terminated,
+                    "planner_survived": process.is_running()}
         if kind == "restart_scheduler":
             down_s = self.rng.uniform(3, 10) if self.short else self.rng.uniform(5, 30)
             self.af.stop_component("scheduler")
@@ -339,9 +349,13 @@ def locked_out_runs(engine) -> int:
                             {"d": PLANNER_DAG, "t": PLANNER_TASK, "pattern": '%"locked_out": true%'}).scalar()
 
 
-def metric_samples(listener: StatsdListener) -> dict[str, str]:
-    """The last value sent of each ``gpu_scheduler.*`` metric: ``{name: "value|type"}``."""
-    return {name: values[-1] for name, values in sorted(listener.samples("airflow.gpu_scheduler.").items())}
+def metric_samples(listener: StatsdListener) -> dict[str, dict[str, Any]]:
+    """Each ``gpu_scheduler.*`` metric sent: how often, its type, its largest and its last value."""
+    out = {}
+    for name, values in sorted(listener.samples("airflow.gpu_scheduler.").items()):
+        numbers = [float(v.split("|")[0]) for v in values]
+        out[name] = {"type": values[-1].split("|")[1], "count": len(values), "max": max(numbers), "last": numbers[-1]}
+    return out
 
 
 def redis_broker(stack: contextlib.ExitStack) -> str | None:
@@ -394,8 +408,9 @@ def report_text(report: dict[str, Any]) -> str:
         lines.append(f"  api-server RSS MB: first {api[0]:.0f}, max {max(api):.0f}, last {api[-1]:.0f}; planning task "
                      f"RSS MB: " + (f"min {min(planner):.0f}, max {max(planner):.0f} over {len(planner)} samples"
                                     if planner else "never sampled"))
-    lines.append("  metrics (last value of each): " + ", ".join(
-        f"{name.removeprefix('airflow.gpu_scheduler.')}={value}" for name, value in r["metrics"].items()))
+    lines.append("  metrics sent (largest value|type, times): " + ", ".join(
+        f"{name.removeprefix('airflow.gpu_scheduler.')}={m['max']:g}|{m['type']} x{m['count']}"
+        for name, m in r["metrics"].items()))
     lines.append(f"  verdict: {'PASS' if r['ok'] else 'FAIL'}")
     return "\n".join(lines)
 
@@ -421,6 +436,7 @@ def run(args: argparse.Namespace) -> int:
         url = db.url.render_as_string(hide_password=False)
         broker = None if args.local else redis_broker(stack)
         env = {
+            "AIRFLOW__API__HOST": "127.0.0.1",  # nothing the soak starts listens beyond this machine
             "AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps(CLUSTER),
             "AIRFLOW__METRICS__STATSD_ON": "True",
             "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
@@ -516,6 +532,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.minutes <= 0:
         parser.error("--minutes must be > 0")
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)  # unwinds: Airflow stopped, the database dropped, the broker flushed
+
+    # SIGINT too: a shell starts a background job with it ignored, and Python then never raises on it.
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, stop)
     return run(args)
 
 
