@@ -169,7 +169,7 @@ class Soak:
                     for backend in self.planner_backends(process):
                         terminated += bool(conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": backend}).scalar())
                     conn.commit()
-                    time.sleep(0.1)
+                    time.sleep(0.02)  # a cycle's transactions last tens of milliseconds
             if not terminated:
                 return None
             return {"pid": process.pid, "burst_s": TERMINATE_BURST_S, "terminated": terminated,
