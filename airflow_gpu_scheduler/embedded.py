@@ -119,6 +119,8 @@ class EmbeddedAirflow:
         # (aiosqlite) connections to the same file, and a longer wait measured here stalled the
         # whole api-server for that long (task heartbeats timed out) instead of failing one request.
         self._procs: dict[str, subprocess.Popen] = {}
+        self._sessions: set[int] = set()
+        self._started: set[str] = set()
         self._token: str | None = None
 
     # ------------------------------------------------------------------ environment
@@ -195,16 +197,7 @@ class EmbeddedAirflow:
         """Migrate, start the components, and wait until the API answers."""
         self.migrate()
         for component in COMPONENTS:
-            args = ["airflow", component]
-            if component == "api-server":
-                args += ["--port", str(self.port), "--workers", "1"]
-            elif component == "triggerer":
-                # Its log server has a fixed port that a second Airflow on the machine would collide on;
-                # the api-server reads trigger logs from the shared log folder instead.
-                args += ["--skip-serve-logs"]
-            log = open(self.home / "logs" / f"{component}.log", "w")  # noqa: SIM115 - lives as long as the process
-            self._procs[component] = subprocess.Popen(args, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-                                                      start_new_session=True)
+            self.start_component(component)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             self._check_alive()
@@ -216,6 +209,53 @@ class EmbeddedAirflow:
                 pass
             time.sleep(0.5)
         raise TimeoutError(f"Airflow api-server not healthy after {timeout_s} s; logs in {self.home / 'logs'}")
+
+    def start_component(self, component: str) -> None:
+        """Start one of :data:`COMPONENTS` (or start it again after :meth:`stop_component`: its log goes on)."""
+        if component not in COMPONENTS:
+            raise ValueError(f"unknown component {component!r}; one of {COMPONENTS}")
+        if component in self._procs and self._procs[component].poll() is None:
+            raise ValueError(f"airflow {component} is already running")
+        args = ["airflow", component]
+        if component == "api-server":
+            args += ["--port", str(self.port), "--workers", "1"]
+        elif component == "triggerer":
+            # Its log server has a fixed port that a second Airflow on the machine would collide on;
+            # the api-server reads trigger logs from the shared log folder instead.
+            args += ["--skip-serve-logs"]
+        mode = "a" if component in self._started else "w"
+        log = open(self.home / "logs" / f"{component}.log", mode)  # noqa: SIM115 - lives as long as the process
+        self._started.add(component)
+        self._procs[component] = subprocess.Popen(args, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+                                                  start_new_session=True)
+        self._sessions.add(self._procs[component].pid)
+
+    def stop_component(self, component: str, timeout_s: float = 20.0) -> None:
+        """Stop one running component (SIGTERM to its process group, SIGKILL after ``timeout_s``), as an operator would.
+
+        Only the component's own process group is signalled: task processes it started in groups of
+        their own keep running, as they do when a real scheduler restarts (they are stopped with the rest
+        by :meth:`stop`).
+        """
+        proc = self._procs.pop(component)
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+
+    def pid(self, component: str) -> int | None:
+        """Process id of a running component (``None`` if it is not running)."""
+        proc = self._procs.get(component)
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def sessions(self) -> set[int]:
+        """The sessions of every component started since :meth:`start` (the processes this object owns lead or run in them)."""
+        return set(self._sessions)
 
     def start_celery_worker(self, name: str, queues: list[str], concurrency: int) -> None:
         """Start ``airflow celery worker`` serving only ``queues`` (call after :meth:`start`).
@@ -232,6 +272,7 @@ class EmbeddedAirflow:
                 "--without-gossip", "--without-mingle"]
         log = open(self.home / "logs" / f"{name}.log", "w")  # noqa: SIM115 - lives as long as the process
         self._procs[name] = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._sessions.add(self._procs[name].pid)
 
     def wait_for_celery_workers(self, names: list[str], timeout_s: float = 120.0) -> None:
         """Wait until each named worker logs that it is ready to take tasks."""
@@ -257,7 +298,8 @@ class EmbeddedAirflow:
         group of its own inside the scheduler's session, which a signal to the component's
         group does not reach. Those are stopped afterwards, by session.
         """
-        sessions = {proc.pid for proc in self._procs.values()}
+        # Also the sessions of components stopped and started again: tasks they ran may still run.
+        sessions = {proc.pid for proc in self._procs.values()} | self._sessions
         for proc in self._procs.values():
             if proc.poll() is None:
                 try:
@@ -276,6 +318,7 @@ class EmbeddedAirflow:
                 proc.wait(5)
         self._procs.clear()
         stop_sessions(sessions)
+        self._sessions.clear()
 
     def __enter__(self) -> EmbeddedAirflow:  # noqa: PYI034
         self.start()

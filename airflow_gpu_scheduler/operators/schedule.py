@@ -30,6 +30,12 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
+#: How long a planning run's first cycle keeps trying for the planner lock before it concludes that
+#: another planning run holds it (a watchdog check holds it for well under this).
+FIRST_LOCK_WAIT_S = 5.0
+LOCK_RETRY_S = 0.5
+
+
 class GpuScheduleOperator(BaseOperator):
     """
     Plans the order in which queued GPU work starts, and makes Airflow's scheduler follow it.
@@ -139,26 +145,53 @@ class GpuScheduleOperator(BaseOperator):
                 look = hook.gpu_work_fingerprint()
                 if look != seen or time.monotonic() >= next_cycle or loop.due(time.time()):
                     # One planner at a time: a cycle that finds the lock taken is skipped, and a run
-                    # that cannot take it at all (another run is planning) ends cleanly at once.
-                    with hook.planning_lock() as mine:
-                        if mine:
-                            if not cycles:
-                                prune_plans(hook, log=self.log)
-                            summary = schedule_cycle(hook, loop, cluster, origin, log=self.log)
-                            cycles += 1
-                            seen, next_cycle = look, time.monotonic() + repeat_every_s
-                        elif not cycles:
-                            self.log.warning("Another planning run holds the planner lock; this run exits without "
-                                             "planning (that run keeps planning, nothing is wrong).")
-                            return {**locked_out_summary(), "cycles": 0}
-                        else:
-                            self.log.info("Planner lock busy (the fail-open watchdog or another run); cycle skipped.")
+                    # that cannot take it at its first cycle (another run is planning) ends cleanly.
+                    planned = locked_cycle(hook, loop, cluster, origin, self.log,
+                                           wait_s=0.0 if cycles else FIRST_LOCK_WAIT_S, prune=not cycles)
+                    if planned is not None:
+                        summary = planned
+                        cycles += 1
+                        seen, next_cycle = look, time.monotonic() + repeat_every_s
+                    elif not cycles:
+                        self.log.warning("Another planning run holds the planner lock; this run exits without "
+                                         "planning (that run keeps planning, nothing is wrong).")
+                        return {**locked_out_summary(), "cycles": 0}
+                    else:
+                        self.log.info("Planner lock busy (the fail-open watchdog or another run); cycle skipped.")
                 if time.monotonic() + watch_every_s > stop_at:
                     break
                 time.sleep(watch_every_s)
         finally:
             hook.close()
         return {**summary, "cycles": cycles, "solves": loop.solves}
+
+
+def locked_cycle(
+    hook: GpuSchedulerMetadataHook,
+    planner: RolloutPlanner | PlanningLoop,
+    cluster: Cluster,
+    origin: tuple[str | None, str | None],
+    log: Any,
+    wait_s: float,
+    prune: bool = False,
+) -> dict[str, Any] | None:
+    """One cycle under the planner lock, trying for the lock up to ``wait_s``; ``None`` if it stayed taken.
+    ``prune``: first delete plans past their retention (a run's first cycle does).
+
+    The fail-open watchdog takes the same lock for one short check, and its runs are due at the same
+    moments as the planner's (both DAGs run every minute): without the wait, a planning run whose
+    first cycle met a watchdog check took it for another planning run and gave up its whole minute.
+    """
+    give_up = time.monotonic() + wait_s
+    while True:
+        with hook.planning_lock() as mine:
+            if mine:
+                if prune:
+                    prune_plans(hook, log=log)
+                return schedule_cycle(hook, planner, cluster, origin, log=log)
+        if time.monotonic() >= give_up:
+            return None
+        time.sleep(LOCK_RETRY_S)
 
 
 def configured_planner() -> PlannerConfig:

@@ -57,6 +57,14 @@ def test_the_wheel_holds_the_code_static_files_migrations_example_dags_and_licen
     assert not any(r.startswith(("pytest", "ruff", "playwright", "hypothesis")) for r in requires)
 
 
+def test_the_build_ignores_no_folder_of_the_package(distributions):
+    # setuptools warns when a folder it ships files from is not among `packages`; a later setuptools may
+    # then leave it out (the review page's static/ was one).
+    log = (distributions[0].parent / "build.log").read_text()
+    assert "would be ignored" not in log and "is absent from the `packages` configuration" not in log, [
+        line for line in log.splitlines() if "absent from the" in line]
+
+
 def test_the_sdist_holds_what_a_build_needs(distributions):
     _, sdist = distributions
     with tarfile.open(sdist) as tar:

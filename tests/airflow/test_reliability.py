@@ -14,6 +14,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,10 +28,15 @@ from airflow_gpu_scheduler.core.levers import INTAKE_POOL
 from airflow_gpu_scheduler.core.planner import PlannerConfig
 from airflow_gpu_scheduler.core.planner.rollout import RolloutPlanner
 from airflow_gpu_scheduler.core.workload import Cluster
-from airflow_gpu_scheduler.hooks.metadata import FAIL_OPEN_METHOD, GpuSchedulerMetadataError, is_gpu_pool
+from airflow_gpu_scheduler.hooks.metadata import (
+    FAIL_OPEN_METHOD,
+    GpuSchedulerMetadataError,
+    GpuSchedulerMetadataHook,
+    is_gpu_pool,
+)
 from airflow_gpu_scheduler.models import plan_job_table, plan_table
 from airflow_gpu_scheduler.operators.fail_open import release_if_planner_down
-from airflow_gpu_scheduler.operators.schedule import schedule_cycle
+from airflow_gpu_scheduler.operators.schedule import FIRST_LOCK_WAIT_S, locked_cycle, schedule_cycle
 
 CLUSTER = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}, "a100": {"count": 2, "speed": 0.5}}})
 PLANNER = RolloutPlanner(PlannerConfig(step_s=60.0, time_limit_s=2.0, mip_rel_gap=0.0))
@@ -304,7 +310,8 @@ def test_two_planning_runs_at_once_never_interleave_and_the_loser_exits_cleanly(
     cluster_file = tmp_path / "cluster.json"
     cluster_file.write_text(json.dumps(CLUSTER.to_dict()))
     marker = tmp_path / "planning"
-    first = _run_operator(hook.gpu_scheduler_conn_id, cluster_file, tmp_path / "a.json", marker, hold_s=6.0)
+    # The winner plans for longer than the loser keeps trying for the lock (FIRST_LOCK_WAIT_S).
+    first = _run_operator(hook.gpu_scheduler_conn_id, cluster_file, tmp_path / "a.json", marker, hold_s=20.0)
     deadline = time.monotonic() + 120
     while not marker.exists():
         assert first.poll() is None, first.communicate()[0][-3000:]
@@ -331,6 +338,33 @@ def test_two_planning_runs_at_once_never_interleave_and_the_loser_exits_cleanly(
     assert all(r.get("locked_out") or r["plan_id"] in {p["id"] for p in plan_rows(hook)} for r in results)
     print(f"overlap: concurrent runs 4, locked out {1 + sum(bool(r.get('locked_out')) for r in results)}, "
           "failed 0, interleaved writes 0")
+
+
+def test_a_first_cycle_waits_out_a_short_hold_of_the_lock_such_as_a_watchdog_check(hook, seed):
+    seed_workload(seed, bad=False)
+    holder = GpuSchedulerMetadataHook(hook.gpu_scheduler_conn_id)
+    held, release = threading.Event(), threading.Event()
+
+    def watchdog_check():
+        with holder.planning_lock() as mine:
+            assert mine
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=watchdog_check)
+    thread.start()
+    try:
+        assert held.wait(30)
+        # Not waiting (a later cycle of a run): the cycle is skipped, nothing is written.
+        assert locked_cycle(hook, PLANNER, CLUSTER, (None, None), log, wait_s=0.0) is None
+        assert plan_rows(hook) == []
+        threading.Timer(1.5, release.set).start()
+        summary = locked_cycle(hook, PLANNER, CLUSTER, (None, None), log, wait_s=FIRST_LOCK_WAIT_S)
+    finally:
+        release.set()
+        thread.join(30)
+        holder.close()
+    assert summary is not None and summary["plan_id"] == plan_rows(hook)[-1]["id"]
 
 
 # --------------------------------------------------------------------------- 5 + 6. bad declarations, scope

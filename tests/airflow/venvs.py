@@ -39,8 +39,12 @@ def run(args: list[str | Path], timeout: float = 900, **kwargs) -> subprocess.Co
 
 
 def build_distributions(outdir: Path) -> tuple[Path, Path]:
-    """``python -m build``: the sdist, then the wheel built from that sdist (so the sdist is complete)."""
-    run([sys.executable, "-m", "build", "--outdir", outdir, ROOT], timeout=600)
+    """``python -m build``: the sdist, then the wheel built from that sdist (so the sdist is complete).
+
+    The build's output is kept in ``outdir/build.log`` for the tests that read its warnings.
+    """
+    done = run([sys.executable, "-m", "build", "--outdir", outdir, ROOT], timeout=600)
+    (outdir / "build.log").write_text(done.stdout + done.stderr)
     (wheel,) = outdir.glob("*.whl")
     (sdist,) = outdir.glob("*.tar.gz")
     return wheel, sdist
