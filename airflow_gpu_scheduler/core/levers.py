@@ -218,7 +218,14 @@ def levers_for_plan(
         wanted = max(plan.streaming_reserve.get(name, 0), streaming_running[name] + streaming_due[name])
         streaming_slots = max(0, min(wanted, gpu_type.count - batch_running[name]))
         slots[pool_name(name, streaming=True)] = streaming_slots
-        slots[pool_name(name)] = gpu_type.count - streaming_slots
+        # An endpoint released here but still waiting for GPUs (batch work holds them) must get the
+        # next ones that free: Airflow starts from the pools as last set, before the planner looks
+        # again, so the batch pool is closed below what runs in it by what the endpoint waits for.
+        waiting_for = streaming_running[name] + streaming_due[name] - streaming_slots
+        batch_slots = gpu_type.count - streaming_slots
+        if waiting_for > 0:
+            batch_slots = max(0, min(batch_slots, batch_running[name] - waiting_for))
+        slots[pool_name(name)] = batch_slots
     return Levers(slots, assignments)
 
 

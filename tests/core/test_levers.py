@@ -118,3 +118,27 @@ def test_an_endpoint_that_arrived_after_the_plan_goes_first_without_waiting_for_
     assert levers.assignments["endpoint"].pool == "gpu_l4_streaming"  # the type with the most GPUs free
     assert levers.assignments["endpoint"].weight == plan_weight(-1) > plan_weight(0)
     assert levers.pool_slots["gpu_l4_streaming"] == 1
+
+
+def test_a_waiting_endpoint_gets_the_next_gpu_that_frees_not_the_batch_pool():
+    # Every GPU runs batch work and an endpoint waits: the batch pool is closed below what runs in
+    # it, so when a batch job ends Airflow cannot start the next batch job there before the planner
+    # looks again and gives the endpoint the GPU.
+    from airflow_gpu_scheduler.core.levers import airflow_dispatch, levers_for_plan
+    from airflow_gpu_scheduler.core.planner import Plan, PlannedStart, SolveReport
+    from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob
+
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4, "speed": 1.0}}})
+    report = SolveReport("test", "test", 0.0, 0.0, None, None, 0.0)
+    running = [RunningJob(Job(f"r{i}", 0, "quantization", 1, estimate_s=600), "h100", 0.0) for i in range(4)]
+    nxt = Job("next", 0, "quantization", 1, estimate_s=600)
+    endpoint = Job("endpoint", 10, "realtime_inference", 1, estimate_s=600)
+    plan = Plan(0.0, (PlannedStart("next", "h100", 0.0, 600.0, 0, False),), (), report, {})
+    levers = levers_for_plan(plan, cluster, [nxt, endpoint], running, 20.0, release_next=True)
+    assert levers.assignments["endpoint"].pool == "gpu_h100_streaming"
+    assert levers.pool_slots == {INTAKE_POOL: 0, "gpu_h100_streaming": 0, "gpu_h100": 3}
+    # r0 ends; before the levers are applied again, nothing in the batch pool may start.
+    from airflow_gpu_scheduler.core.levers import WaitingTask
+
+    tasks = [WaitingTask("next", "gpu_h100", 1, levers.assignments["next"].weight, 0.0, "next")]
+    assert airflow_dispatch(tasks, levers.pool_slots, {"gpu_h100": 3, "gpu_h100_streaming": 0}) == []

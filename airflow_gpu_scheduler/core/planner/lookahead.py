@@ -212,7 +212,11 @@ def _pool_slots(counts: Mapping[str, int], reserve: Mapping[str, int], used: Map
         wanted = max(reserve.get(name, 0), used[streaming_pool] + streaming_due[name])
         streaming_slots = max(0, min(wanted, count - used[pool_name(name)]))
         slots[streaming_pool] = streaming_slots
-        slots[pool_name(name)] = count - streaming_slots
+        waiting_for = used[streaming_pool] + streaming_due[name] - streaming_slots
+        batch_slots = count - streaming_slots
+        if waiting_for > 0:  # an endpoint waits for GPUs batch work holds: the batch pool is closed to it
+            batch_slots = max(0, min(batch_slots, used[pool_name(name)] - waiting_for))
+        slots[pool_name(name)] = batch_slots
     return slots
 
 
