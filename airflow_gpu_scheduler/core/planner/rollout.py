@@ -10,8 +10,8 @@ dispatch on the same sampled durations (common random numbers, drawn from the er
 completed jobs showed; :mod:`.lookahead`), and applies the one with the best expected
 weighted goodput. Taking the best of its base policies' simulated futures at every
 decision is at least as good as each of them, up to the simulation's fidelity
-(Bertsekas, Tsitsiklis & Wu 1997; ``../shared/notes/rollout.md`` in the repository's
-workspace), so the MILP only has to win where it can.
+(Bertsekas, Tsitsiklis & Wu, "Rollout algorithms for combinatorial optimization", 1997),
+so the MILP only has to win where it can.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class RolloutPlanner:
         rollout_s = time.perf_counter() - t0
         report = replace(milp.report, chosen=best, rollout_s=rollout_s, wall_s=milp.report.wall_s + rollout_s,
                          candidates={name: s.goodput for name, s in scores.items()})
-        return Plan(now_s, chosen.starts, chosen.unplanned, report, milp.streaming_reserve)
+        return Plan(now_s, chosen.starts, chosen.unplanned, report, chosen.streaming_reserve)
 
     def candidates(self, cluster: Cluster, queued: Sequence[Job], running: Sequence[RunningJob], now_s: float,
                    milp: Plan, greedy: Plan, in_force: Plan | None,
@@ -113,7 +113,8 @@ class RolloutPlanner:
         out = {"milp": milp}
         if in_force is not None and "kept" in wanted:
             waiting = [j.job_id for j in queued]
-            kept = tuple(s for s in in_force.starts if s.job_id in set(waiting))
+            still = set(waiting)
+            kept = tuple(s for s in in_force.starts if s.job_id in still)
             if kept:
                 placed = {s.job_id for s in kept}
                 out["kept"] = Plan(now_s, kept, tuple(j for j in waiting if j not in placed), in_force.report, reserve)
