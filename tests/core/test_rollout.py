@@ -155,3 +155,16 @@ def test_rollout_off_applies_the_milp_plan():
     plan = RolloutPlanner(PlannerConfig(mip_rel_gap=0.0), RolloutConfig(enabled=False)).plan(FOUR, jobs, [], 0.0,
                                                                                             errors=late)
     assert plan.report.chosen == "" and plan.by_job()["D"].start_s == 0.0
+
+
+def test_the_optional_candidates_compete_when_asked_for():
+    # A reservation and no endpoint ever seen: the plan without it wins, and applies its own (empty)
+    # reservation. (Candidates that act exactly like the MILP's plan are left out of the comparison.)
+    running = [RunningJob(job("r", 2, 600.0, kind="training"), "h100", 0.0)]
+    jobs = [job(f"b{i}", 1, 1800.0) for i in range(3)]
+    everything = RolloutConfig(candidates=("kept", "backfill", "greedy", "backfill_cautious", "backfill_unreserved"))
+    plan = RolloutPlanner(rollout=everything).plan(FOUR, jobs, running, 0.0, streaming_reserve={"h100": 2},
+                                                   errors=EXACT)
+    assert "backfill_unreserved" in plan.report.candidates, plan.report.candidates
+    assert plan.report.chosen == "backfill_unreserved" and plan.streaming_reserve == {"h100": 0}
+    assert sorted(s.start_s for s in plan.starts) == [0.0, 0.0, 600.0]
