@@ -215,18 +215,29 @@ def levers_for_plan(
     slots: dict[str, int] = {INTAKE_POOL: 0}
     for gpu_type in cluster.gpu_types:
         name = gpu_type.name
-        wanted = max(plan.streaming_reserve.get(name, 0), streaming_running[name] + streaming_due[name])
-        streaming_slots = max(0, min(wanted, gpu_type.count - batch_running[name]))
-        slots[pool_name(name, streaming=True)] = streaming_slots
-        # An endpoint released here but still waiting for GPUs (batch work holds them) must get the
-        # next ones that free: Airflow starts from the pools as last set, before the planner looks
-        # again, so the batch pool is closed below what runs in it by what the endpoint waits for.
-        waiting_for = streaming_running[name] + streaming_due[name] - streaming_slots
-        batch_slots = gpu_type.count - streaming_slots
-        if waiting_for > 0:
-            batch_slots = max(0, min(batch_slots, batch_running[name] - waiting_for))
-        slots[pool_name(name)] = batch_slots
+        batch, streaming = split_pools(gpu_type.count, plan.streaming_reserve.get(name, 0), batch_running[name],
+                                       streaming_running[name], streaming_due[name])
+        slots[pool_name(name)], slots[pool_name(name, streaming=True)] = batch, streaming
     return Levers(slots, assignments)
+
+
+def split_pools(count: int, reserve: int, batch_running: int, streaming_running: int,
+                streaming_due: int) -> tuple[int, int]:
+    """(batch, streaming) pool slots of one GPU type: the streaming pool keeps the reservation (or
+    what endpoints hold and wait for), never more than batch work leaves; together never more than
+    the GPUs that exist.
+
+    An endpoint released but still waiting for GPUs (batch work holds them) must get the next ones
+    that free: Airflow starts from the pools as last set, before the planner looks again, so the
+    batch pool is closed below what runs in it by what the endpoint waits for.
+    """
+    wanted = max(reserve, streaming_running + streaming_due)
+    streaming = max(0, min(wanted, count - batch_running))
+    batch = count - streaming
+    waiting_for = streaming_running + streaming_due - streaming
+    if waiting_for > 0:
+        batch = max(0, min(batch, batch_running - waiting_for))
+    return batch, streaming
 
 
 def endpoint_type(job: Job, cluster: Cluster, batch_running: Mapping[str, int], streaming_running: Mapping[str, int],

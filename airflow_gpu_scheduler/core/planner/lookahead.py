@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from airflow_gpu_scheduler.core.estimates import EstimateErrors
-from airflow_gpu_scheduler.core.levers import WaitingTask, airflow_dispatch, plan_weight, pool_name
+from airflow_gpu_scheduler.core.levers import WaitingTask, airflow_dispatch, plan_weight, pool_name, split_pools
 from airflow_gpu_scheduler.core.planner.plan import Plan
 from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, runtime_s
 
@@ -208,15 +208,8 @@ def _pool_slots(counts: Mapping[str, int], reserve: Mapping[str, int], used: Map
             streaming_due[gpu_type] += job.gpus
     slots = {}
     for name, count in counts.items():
-        streaming_pool = pool_name(name, True)
-        wanted = max(reserve.get(name, 0), used[streaming_pool] + streaming_due[name])
-        streaming_slots = max(0, min(wanted, count - used[pool_name(name)]))
-        slots[streaming_pool] = streaming_slots
-        waiting_for = used[streaming_pool] + streaming_due[name] - streaming_slots
-        batch_slots = count - streaming_slots
-        if waiting_for > 0:  # an endpoint waits for GPUs batch work holds: the batch pool is closed to it
-            batch_slots = max(0, min(batch_slots, used[pool_name(name)] - waiting_for))
-        slots[pool_name(name)] = batch_slots
+        slots[pool_name(name)], slots[pool_name(name, True)] = split_pools(
+            count, reserve.get(name, 0), used[pool_name(name)], used[pool_name(name, True)], streaming_due[name])
     return slots
 
 
