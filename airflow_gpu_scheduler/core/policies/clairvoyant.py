@@ -17,11 +17,13 @@ from dataclasses import replace
 from airflow_gpu_scheduler.core.planner import PlannerConfig
 from airflow_gpu_scheduler.core.planner.rollout import RolloutConfig
 from airflow_gpu_scheduler.core.policies.base import ClusterState, Decision
-from airflow_gpu_scheduler.core.policies.milp import MilpPolicy
+from airflow_gpu_scheduler.core.policies.milp import SIMULATION_CONFIG, MilpPolicy
 from airflow_gpu_scheduler.core.workload import Job, RunningJob
 
-#: Twice the online planner's budget and nodes: it is run once per benchmark, offline.
-CLAIRVOYANT_CONFIG = PlannerConfig(time_limit_s=4.0, max_nodes=2000)
+#: Twice the online planner's work limit (nodes) and time guards: it is run once per benchmark, offline.
+CLAIRVOYANT_CONFIG = replace(SIMULATION_CONFIG, time_limit_s=2 * SIMULATION_CONFIG.time_limit_s,
+                             window_time_limit_s=2 * SIMULATION_CONFIG.window_time_limit_s,
+                             max_nodes=2 * SIMULATION_CONFIG.max_nodes)
 
 
 class ClairvoyantPolicy(MilpPolicy):

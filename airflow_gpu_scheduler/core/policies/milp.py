@@ -19,6 +19,13 @@ from airflow_gpu_scheduler.core.replan import ReplanRule
 from airflow_gpu_scheduler.core.streaming import streaming_reserve
 
 
+#: The planner's budget in simulation: work limits (branch-and-bound nodes, window passes) decide
+#: when a cycle stops, and the time limits are only a far guard, so a benchmark gives the same
+#: schedule on a busy machine as on an idle one (a cycle that ends by its work limits on an idle
+#: machine makes the same plan under the operator's default two-second budget).
+SIMULATION_CONFIG = PlannerConfig(time_limit_s=20.0, window_time_limit_s=10.0)
+
+
 class MilpPolicy:
     name = "milp"
     #: Asked at every event: applying the plan in force must not wait for the next solve.
@@ -27,7 +34,7 @@ class MilpPolicy:
     def __init__(self, config: PlannerConfig | None = None, solve_every_s: float = 60.0,
                  min_interval_s: float = 300.0, release_ahead_s: float = 0.0, release_next: bool = True,
                  rollout: RolloutConfig | None = None) -> None:
-        self.planner = RolloutPlanner(config, rollout)
+        self.planner = RolloutPlanner(config or SIMULATION_CONFIG, rollout)
         self.rule = ReplanRule(early_s=solve_every_s, min_interval_s=min_interval_s, release_ahead_s=release_ahead_s,
                                release_next=release_next, min_gap_s=solve_every_s)
 
