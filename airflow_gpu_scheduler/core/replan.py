@@ -108,6 +108,11 @@ class ReplanRule:
     def levers(self, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float) -> Levers:
         """The current plan through Airflow's levers at ``now_s`` (call :meth:`decide` first)."""
         assert self.plan is not None, "no plan yet: decide() says solve first"
+        if self.plan.rule:
+            # The rollout chose a dispatch rule: it decides again at every look, as its baseline does.
+            from airflow_gpu_scheduler.core.planner.live import rule_levers
+
+            return rule_levers(self.plan.rule, cluster, waiting, running, now_s)
         due = levers_for_plan(self.plan, cluster, waiting, running, now_s, release_ahead_s=self.release_ahead_s,
                               release_next=False)
         if not self.release_next:
@@ -127,7 +132,9 @@ class ReplanRule:
         """When to look again even if nothing happens: the next planned start, or the next allowed solve."""
         assert self.plan is not None
         waiting_ids = {j.job_id for j in waiting}
-        wake = min((s.start_s for s in self.plan.starts if s.start_s > now_s and s.job_id in waiting_ids), default=None)
+        # A rule followed live acts on changes only; its projected starts are no appointments.
+        starts = () if self.plan.rule else self.plan.starts
+        wake = min((s.start_s for s in starts if s.start_s > now_s and s.job_id in waiting_ids), default=None)
         if _seen(waiting, running) != self._planned_for:
             retry = self._last_solve_s + self.min_interval_s
             if self._deferred_to is not None and self._deferred_to > now_s:
@@ -156,6 +163,8 @@ class ReplanRule:
         """Could a job the plan holds start on GPUs that are idle now, after what the plan releases
         (with ``release_next``, the next job in line takes a GPU that freed early: no surprise)?"""
         assert self.plan is not None
+        if self.plan.rule:
+            return False  # the rule in force decides about idle GPUs itself, at once
         levers = self.levers(cluster, waiting, running, now_s)
         free = {t.name: t.count for t in cluster.gpu_types}
         for r in running:

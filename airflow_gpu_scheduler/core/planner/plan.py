@@ -94,13 +94,20 @@ class SolveReport:
 
 @dataclass(frozen=True)
 class Plan:
-    """A plan made at ``now_s``: when and where each queued job should start."""
+    """A plan made at ``now_s``: when and where each queued job should start.
+
+    ``rule``: the name of a dispatch rule (see :mod:`~airflow_gpu_scheduler.core.planner.live`)
+    that decides what starts until the next solve, at every change, as the baseline it names
+    would; ``starts`` are then that rule's projection on the estimates, shown for review.
+    Empty: the starts themselves are applied.
+    """
 
     now_s: float
     starts: tuple[PlannedStart, ...]
     unplanned: tuple[str, ...]
     report: SolveReport
     streaming_reserve: Mapping[str, int] = field(default_factory=dict)
+    rule: str = ""
 
     def by_job(self) -> dict[str, PlannedStart]:
         return {s.job_id: s for s in self.starts}

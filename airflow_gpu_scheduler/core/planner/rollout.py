@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from airflow_gpu_scheduler.core.estimates import EstimateErrors
+from airflow_gpu_scheduler.core.planner.live import follow_rule
 from airflow_gpu_scheduler.core.planner.lookahead import Score, StreamingDemand, follow_plan, sample_futures, score
 from airflow_gpu_scheduler.core.planner.milp import MilpPlanner
 from airflow_gpu_scheduler.core.planner.plan import Plan, PlannerConfig
@@ -30,7 +31,7 @@ from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, runtim
 
 #: On a tie, the earlier candidate wins: keeping the plan in force costs no churn, and the
 #: MILP's plan is the one whose reasons the review page explains best.
-PREFERENCE = ("kept", "milp", "backfill", "greedy", "backfill_cautious", "backfill_unreserved")
+PREFERENCE = ("kept", "milp", "backfill_live", "backfill", "greedy", "backfill_cautious", "backfill_unreserved")
 #: The quantile of a running job's runtime that the cautious candidate drains by.
 CAUTIOUS_QUANTILE = 0.9
 
@@ -100,7 +101,7 @@ class RolloutPlanner:
         rollout_s = time.perf_counter() - t0
         report = replace(milp.report, chosen=best, rollout_s=rollout_s, wall_s=milp.report.wall_s + rollout_s,
                          candidates={name: s.goodput for name, s in scores.items()})
-        return Plan(now_s, chosen.starts, chosen.unplanned, report, chosen.streaming_reserve)
+        return Plan(now_s, chosen.starts, chosen.unplanned, report, chosen.streaming_reserve, chosen.rule)
 
     def candidates(self, cluster: Cluster, queued: Sequence[Job], running: Sequence[RunningJob], now_s: float,
                    milp: Plan, greedy: Plan, in_force: Plan | None,
@@ -111,14 +112,24 @@ class RolloutPlanner:
         reserve = milp.streaming_reserve
         wanted = set(self.rollout.candidates)
         out = {"milp": milp}
-        if in_force is not None and "kept" in wanted:
+        until = now_s + self.rollout.lookahead_s
+        live = None
+        if "backfill_live" in wanted or (in_force is not None and in_force.rule):
+            # EASY backfill itself, re-deciding at every change, as the baseline does (no reservation).
+            unreserved = dict.fromkeys(cluster.names, 0)
+            live = replace(projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until, unreserved,
+                                          "backfill_live"), rule="backfill")
+        if in_force is not None and in_force.rule and "kept" in wanted:
+            out["kept"] = live  # the rule in force goes on deciding live
+        elif in_force is not None and "kept" in wanted:
             waiting = [j.job_id for j in queued]
             still = set(waiting)
             kept = tuple(s for s in in_force.starts if s.job_id in still)
             if kept:
                 placed = {s.job_id for s in kept}
                 out["kept"] = Plan(now_s, kept, tuple(j for j in waiting if j not in placed), in_force.report, reserve)
-        until = now_s + self.rollout.lookahead_s
+        if "backfill_live" in wanted:
+            out["backfill_live"] = live
         if "backfill" in wanted:
             out["backfill"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until, reserve,
                                              "backfill")
@@ -135,8 +146,12 @@ class RolloutPlanner:
             none = dict.fromkeys(reserve, 0)
             out["backfill_unreserved"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until,
                                                         none, "backfill_unreserved")
-        signature = _signature(milp)
-        return {name: plan for name, plan in out.items() if name == "milp" or _signature(plan) != signature}
+        # A candidate that acts like one preferred over it is left out.
+        unique: dict[str, Plan] = {"milp": milp}
+        for name in sorted(out, key=PREFERENCE.index):
+            if all(_signature(out[name]) != _signature(p) for p in unique.values()):
+                unique[name] = out[name]
+        return unique
 
     def evaluate(self, candidates: Mapping[str, Plan], cluster: Cluster, queued: Sequence[Job],
                  running: Sequence[RunningJob], now_s: float, errors: EstimateErrors,
@@ -149,7 +164,12 @@ class RolloutPlanner:
                                  cfg.lookahead_s)
         out = {}
         for name, plan in candidates.items():
-            runs = [score(follow_plan(plan, cluster, queued, running, now_s, until, f), checkpoints) for f in futures]
+            if plan.rule:
+                runs = [score(follow_rule(plan.rule, cluster, queued, running, now_s, until, f), checkpoints)
+                        for f in futures]
+            else:
+                runs = [score(follow_plan(plan, cluster, queued, running, now_s, until, f), checkpoints)
+                        for f in futures]
             out[name] = Score(statistics.fmean(s.goodput for s in runs), statistics.fmean(s.busy_gpu_s for s in runs))
         return out
 
@@ -163,5 +183,7 @@ def _expected_late(r: RunningJob, cluster: Cluster, errors: EstimateErrors, now_
 
 
 def _signature(plan: Plan) -> tuple:
-    """What makes two plans act alike: each job's GPU type, start and rank."""
+    """What makes two plans act alike: the rule they follow live, or each job's GPU type, start and rank."""
+    if plan.rule:
+        return ("rule", plan.rule)
     return tuple(sorted((s.job_id, s.gpu_type, round(s.start_s, 3), s.rank) for s in plan.starts))

@@ -1,0 +1,124 @@
+"""A dispatch rule followed live: for the cycles where a rule of thumb does better than any fixed plan.
+
+A plan fixes an order; a rule such as EASY backfill decides again at every change, from
+the state alone. When runtimes stray from their estimates, re-deciding when a job ends
+early or late can beat any order fixed in advance, and following the rule between solves
+is then exactly what the baseline of that name does. A rule that decides from the current
+state alone is also the base policy rollout's guarantee is stated for (it is sequentially
+consistent: restarted from the next state it makes the same remaining choices), so the
+rule is scored the same way it is applied: :func:`follow_rule` runs it forward on the
+rollout's sampled futures, and :func:`rule_levers` asks it at every look at the cluster
+(:meth:`~airflow_gpu_scheduler.core.replan.ReplanRule.levers`), in the simulator and in
+the operator alike.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from airflow_gpu_scheduler.core.levers import (
+    INTAKE_POOL,
+    Assignment,
+    Levers,
+    executor_queue,
+    gpu_type_of_pool,
+    pool_name,
+)
+from airflow_gpu_scheduler.core.planner.lookahead import SampledFuture, Started
+from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, runtime_s
+
+#: The rules a plan may name (``Plan.rule``).
+RULES = ("backfill",)
+
+
+def make_rule(name: str):
+    """A fresh instance of the dispatch rule ``name`` (a policy: ``decide(ClusterState)``)."""
+    if name == "backfill":
+        from airflow_gpu_scheduler.core.policies.backfill import EasyBackfillPolicy
+
+        return EasyBackfillPolicy()
+    raise ValueError(f"unknown dispatch rule {name!r}; known: {', '.join(RULES)}")
+
+
+def rule_levers(name: str, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob],
+                now_s: float) -> Levers:
+    """What rule ``name`` starts now, through the same pools as a plan's levers.
+
+    The rule only releases work that fits the GPUs free now, so every released job starts at
+    Airflow's next scheduler loop; endpoints go to their type's streaming pool, batch work to
+    the batch pool, and the streaming pool holds exactly what endpoints hold and are given
+    (the rule keeps no reservation, as the baseline keeps none).
+    """
+    from airflow_gpu_scheduler.core.policies.base import ClusterState
+
+    decision = make_rule(name).decide(ClusterState(now_s, cluster, tuple(waiting), tuple(running)))
+    streaming = dict.fromkeys(cluster.names, 0)
+    for r in running:
+        if r.job.is_streaming:
+            streaming[r.gpu_type] += r.job.gpus
+    assignments: dict[str, Assignment] = {}
+    for job in waiting:
+        given = decision.levers.assignments.get(job.job_id)
+        gpu_type = None if given is None else gpu_type_of_pool(given.pool)
+        if given is None or gpu_type is None:
+            assignments[job.job_id] = Assignment(INTAKE_POOL, 0)
+            continue
+        assignments[job.job_id] = Assignment(pool_name(gpu_type, job.is_streaming), given.weight,
+                                             executor_queue(cluster.gpu_type(gpu_type)))
+        if job.is_streaming:
+            streaming[gpu_type] += job.gpus
+    slots: dict[str, int] = {INTAKE_POOL: 0}
+    for gpu_type in cluster.gpu_types:
+        held = min(gpu_type.count, streaming[gpu_type.name])
+        slots[pool_name(gpu_type.name)] = gpu_type.count - held
+        slots[pool_name(gpu_type.name, streaming=True)] = held
+    return Levers(slots, assignments)
+
+
+def follow_rule(name: str, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob],
+                now_s: float, until_s: float, future: SampledFuture) -> list[Started]:
+    """The waiting jobs (and the future's endpoints) that rule ``name`` starts before ``until_s``
+    when jobs take ``future``'s times; the rule is asked again at every start, end and arrival,
+    and sees estimates only, as it does when it runs for real."""
+    from airflow_gpu_scheduler.core.policies.base import ClusterState
+
+    rule = make_rule(name)
+    speeds = {t.name: t.speed for t in cluster.gpu_types}
+    now_running = {r.job.job_id: r for r in running}
+    ends = [(future.running_end[r.job.job_id], r.job.job_id) for r in running]
+    heapq.heapify(ends)
+    queue = {j.job_id: j for j in waiting}
+    arrivals = sorted(future.arrivals, key=lambda j: j.submit_s)
+    next_arrival = 0
+    started: list[Started] = []
+    t = now_s
+    while True:
+        while ends and ends[0][0] <= t + 1e-9:
+            now_running.pop(heapq.heappop(ends)[1], None)
+        while next_arrival < len(arrivals) and arrivals[next_arrival].submit_s <= t + 1e-6:
+            queue[arrivals[next_arrival].job_id] = arrivals[next_arrival]
+            next_arrival += 1
+        if queue:
+            decision = rule.decide(ClusterState(t, cluster, tuple(queue.values()), tuple(now_running.values())))
+            for job_id, given in decision.levers.assignments.items():
+                gpu_type = gpu_type_of_pool(given.pool)
+                job = queue.get(job_id)
+                if job is None or gpu_type is None:
+                    continue
+                del queue[job_id]
+                runtime = runtime_s(job, job.planning_estimate_s * future.ratio.get(job_id, 1.0),
+                                    cluster.gpu_type(gpu_type))
+                started.append(Started(job, gpu_type, t, runtime, speeds[gpu_type]))
+                now_running[job_id] = RunningJob(job, gpu_type, t)
+                heapq.heappush(ends, (t + runtime, job_id))
+        upcoming = []
+        if next_arrival < len(arrivals):
+            upcoming.append(arrivals[next_arrival].submit_s)
+        if ends and queue:
+            upcoming.append(ends[0][0])
+        if not upcoming:
+            return started
+        t = max(t, min(upcoming))
+        if t > until_s:
+            return started
