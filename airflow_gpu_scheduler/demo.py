@@ -37,10 +37,11 @@ from sqlalchemy import and_, bindparam, create_engine, func, select, text
 from airflow_gpu_scheduler import demo_report as report
 from airflow_gpu_scheduler import demo_workload as workload
 from airflow_gpu_scheduler.core.planner import PlannerConfig
+from airflow_gpu_scheduler.db.models import plan_job_table, plan_table
+from airflow_gpu_scheduler.db.records import HELD_DECISIONS, Decision
 from airflow_gpu_scheduler.embedded import EmbeddedAirflow, free_port
 from airflow_gpu_scheduler.examples import example_dags_folder
-from airflow_gpu_scheduler.hooks.metadata import to_epoch
-from airflow_gpu_scheduler.models import plan_job_table, plan_table
+from airflow_gpu_scheduler.hooks.tables import to_epoch
 
 SOURCE_DAGS = example_dags_folder()
 DAG_FILES = ("gpu_scheduler.py", "gpu_demo_workload.py")
@@ -190,9 +191,9 @@ def plan_trace(engine, t0: float, window_s: float) -> report.PlanTrace:
     reasons: dict[str, list[tuple[float, str]]] = {}
     released: dict[str, float] = {}
     for created, run_id, decision, reason in jobs:
-        if decision in ("held", "unplanned") and reason:
+        if Decision.of(decision) in HELD_DECISIONS and reason:
             reasons.setdefault(run_id, []).append((created - t0, reason))
-        elif decision == "due":
+        elif Decision.of(decision) is Decision.RELEASED:
             released.setdefault(run_id, created - t0)
     return report.PlanTrace(
         created_s=tuple(created - t0 for created, _ in plans),

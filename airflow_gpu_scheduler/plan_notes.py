@@ -17,7 +17,8 @@ from typing import Any
 
 from airflow_gpu_scheduler.core.levers import gpu_type_of_pool
 from airflow_gpu_scheduler.core.waiting import clock
-from airflow_gpu_scheduler.hooks.metadata import GpuTaskInstance, TaskInstanceKey
+from airflow_gpu_scheduler.cycle.snapshot import GpuTaskInstance, JobKey
+from airflow_gpu_scheduler.db.records import Decision
 from airflow_gpu_scheduler.hooks.notes import MARKER, TaskInstanceNotes
 
 
@@ -49,19 +50,19 @@ def waiting_note(row: Mapping[str, Any], job_ids: Sequence[str] = ()) -> str | N
     decision = row.get("decision")
     reason = private(row.get("reason") or "", row["dag_id"], job_ids)
     gpus = row.get("gpus")
-    if decision == "due" and row.get("released_ahead"):
+    if decision == Decision.RELEASED and row.get("released_ahead"):
         return (f"{MARKER} released to {row.get('gpu_type')} ({gpu_count(gpus)}), next in line: it starts as soon as "
                 f"{gpu_count(gpus)} free (planned start {clock(row['planned_start_s'])}).")
-    if decision == "due":
+    if decision == Decision.RELEASED:
         return (f"{MARKER} released to {row.get('gpu_type')} ({gpu_count(gpus)}); it starts when Airflow's "
                 "scheduler queues it.")
-    if decision == "held":
+    if decision == Decision.HELD:
         return (f"{MARKER} planned start {clock(row['planned_start_s'])} on {row.get('gpu_type')} ({gpu_count(gpus)}); "
                 f"waiting because {reason or 'the plan starts it later'}.")
-    if decision == "unplanned":
+    if decision == Decision.UNPLANNED:
         return (f"{MARKER} not placed in the plan yet; "
                 f"waiting because {reason or 'no GPU type has room for it within the planning horizon'}.")
-    if decision == "rejected":
+    if decision == Decision.REJECTED:
         return f"{MARKER} cannot be planned, held until its declaration is fixed: {reason}"
     return None
 
@@ -77,12 +78,12 @@ def started_note(ti: GpuTaskInstance) -> str | None:
 def notes_for_plan(job_rows: Sequence[Mapping[str, Any]], running: Sequence[GpuTaskInstance]) -> TaskInstanceNotes:
     """The notes one cycle writes: every waiting task instance of the plan, every running one."""
     job_ids = [row["job_id"] for row in job_rows]
-    plan: dict[TaskInstanceKey, str] = {}
+    plan: dict[JobKey, str] = {}
     for row in job_rows:
-        if row.get("decision") == "running":
+        if row.get("decision") == Decision.RUNNING:
             continue
         note = waiting_note(row, job_ids)
         if note is not None:
-            plan[TaskInstanceKey(row["dag_id"], row["run_id"], row["task_id"], int(row["map_index"]))] = note
+            plan[JobKey(row["dag_id"], row["run_id"], row["task_id"], int(row["map_index"]))] = note
     started = {ti.key: note for ti in running if (note := started_note(ti)) is not None}
     return TaskInstanceNotes(plan, started)

@@ -42,10 +42,10 @@ def test_the_check_tells_a_whole_plan_from_half_of_one(hook, postgres_seed, meta
         seed_workload(postgres_seed, bad=False)
         assert plan_consistency(engine)[0] == "no_plan"
         summary = schedule_cycle(hook, PLANNER, CLUSTER)
-        assert summary["due"] and summary["held"], summary
+        assert summary["released"] and summary["held"], summary
         assert plan_consistency(engine) == ("consistent", summary["plan_id"], [])
 
-        dag_id, run_id, task_id, _ = summary["due"][0].split("/")
+        dag_id, run_id, task_id, _ = summary["released"][0].split("/")
         where = "dag_id = :d AND run_id = :r AND task_id = :t"
         keys = {"d": dag_id, "r": run_id, "t": task_id}
         with engine.begin() as conn:  # as if the apply had stopped before moving this one
