@@ -13,7 +13,7 @@ from airflow.utils.db_manager import BaseDBManager
 
 from airflow_gpu_scheduler.db.models import metadata
 
-_MIGRATIONS = Path(__file__).parent.parent / "migrations"
+_MIGRATIONS = Path(__file__).parent / "migrations"
 
 
 class GpuSchedulerDBManager(BaseDBManager):
