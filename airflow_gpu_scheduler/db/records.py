@@ -35,8 +35,17 @@ class Decision(str, Enum):
 
     @classmethod
     def of(cls, value: str) -> Decision:
-        """The decision a stored value names; ``"due"`` is how releases were stored before 0.1.0's vocabulary."""
-        return cls.RELEASED if value == "due" else cls(value)
+        """The decision a stored value names (:func:`stored_decision` first)."""
+        return cls(stored_decision(value))
+
+
+#: How releases were stored before there was one word for them.
+LEGACY_RELEASED = "due"
+
+
+def stored_decision(value: str) -> str:
+    """A stored ``decision`` in today's words: ``"due"`` (earlier rows) reads as ``"released"``; others as they are."""
+    return Decision.RELEASED.value if value == LEGACY_RELEASED else value
 
 
 #: Decisions counted as "held" everywhere (XCom summary, metrics, API, page): waiting in the intake

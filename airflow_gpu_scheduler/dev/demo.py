@@ -36,7 +36,7 @@ from sqlalchemy import and_, bindparam, create_engine, func, select, text
 
 from airflow_gpu_scheduler.core.planner import PlannerConfig
 from airflow_gpu_scheduler.db.models import plan_job_table, plan_table
-from airflow_gpu_scheduler.db.records import HELD_DECISIONS, Decision
+from airflow_gpu_scheduler.db.records import HELD_DECISIONS, Decision, stored_decision
 from airflow_gpu_scheduler.dev import demo_report as report
 from airflow_gpu_scheduler.dev import demo_workload as workload
 from airflow_gpu_scheduler.dev.embedded import EmbeddedAirflow, free_port
@@ -191,9 +191,10 @@ def plan_trace(engine, t0: float, window_s: float) -> report.PlanTrace:
     reasons: dict[str, list[tuple[float, str]]] = {}
     released: dict[str, float] = {}
     for created, run_id, decision, reason in jobs:
-        if Decision.of(decision) in HELD_DECISIONS and reason:
+        decision = stored_decision(decision)
+        if decision in HELD_DECISIONS and reason:
             reasons.setdefault(run_id, []).append((created - t0, reason))
-        elif Decision.of(decision) is Decision.RELEASED:
+        elif decision == Decision.RELEASED:
             released.setdefault(run_id, created - t0)
     return report.PlanTrace(
         created_s=tuple(created - t0 for created, _ in plans),

@@ -13,12 +13,12 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from airflow_gpu_scheduler.dev import demo_workload as workload
 from airflow_gpu_scheduler.core.metrics import PolicyMetrics, evaluate, job_output, streaming_on_time
 from airflow_gpu_scheduler.core.planner import PlannerConfig
 from airflow_gpu_scheduler.core.policies import make_policy
 from airflow_gpu_scheduler.core.simulate import Outcome, SimResult, simulate
 from airflow_gpu_scheduler.core.workload import Job, JobKind
+from airflow_gpu_scheduler.dev import demo_workload as workload
 
 #: Resolution of the idle-time accounting (seconds).
 STEP_S = 0.25

@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Column, DateTime, MetaData, Table, and_, case, insert, or_, select, update
 from sqlalchemy.engine import Connection
@@ -27,7 +28,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL, POOL_PREFIX
 from airflow_gpu_scheduler.cycle.snapshot import JobKey
-from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook
+
+if TYPE_CHECKING:  # the notes' SQL needs no Airflow: the plan's note text (cycle.notes) imports this module
+    from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook
 
 log = logging.getLogger(__name__)
 

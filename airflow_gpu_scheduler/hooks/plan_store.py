@@ -2,7 +2,7 @@
 
 Rows go in as :class:`~airflow_gpu_scheduler.db.records.PlanRecord` (plain dicts) and come back
 as dicts of the same columns, each job's ``decision`` in today's vocabulary
-(:meth:`~airflow_gpu_scheduler.db.records.Decision.of`). The review page's reads take an optional
+(:func:`~airflow_gpu_scheduler.db.records.stored_decision`). The review page's reads take an optional
 open connection: it passes the api-server's own session connection, so it needs no
 ``gpu_scheduler_metadata`` connection.
 """
@@ -16,7 +16,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_gpu_scheduler.db.models import plan_job_table, plan_table
-from airflow_gpu_scheduler.db.records import Decision
+from airflow_gpu_scheduler.db.records import Decision, stored_decision
 from airflow_gpu_scheduler.hooks.connection import GpuSchedulerMetadataError
 
 _RUNNING = Decision.RUNNING.value
@@ -25,7 +25,7 @@ _RUNNING = Decision.RUNNING.value
 def _job(row: Mapping[str, Any]) -> dict[str, Any]:
     job = dict(row)
     if "decision" in job:
-        job["decision"] = Decision.of(job["decision"]).value
+        job["decision"] = stored_decision(job["decision"])
     return job
 
 
@@ -124,7 +124,7 @@ class PlanStore:
                 by_plan: dict[int, dict[str, int]] = {}
                 for plan_id, decision, n in counts:
                     per_plan = by_plan.setdefault(plan_id, {})
-                    name = Decision.of(decision).value
+                    name = stored_decision(decision)
                     per_plan[name] = per_plan.get(name, 0) + int(n)
                 for plan in plans:
                     plan["decisions"] = by_plan.get(plan["id"], {})

@@ -15,6 +15,7 @@ from airflow_gpu_scheduler.core.planner import PlannerConfig
 from airflow_gpu_scheduler.core.planner.rollout import RolloutPlanner
 from airflow_gpu_scheduler.core.workload import Cluster
 from airflow_gpu_scheduler.cycle.loop import PlanningLoop
+from airflow_gpu_scheduler.cycle.notes import notes_for_plan
 from airflow_gpu_scheduler.cycle.records import (
     decisions_changed,
     finite,
@@ -30,7 +31,6 @@ from airflow_gpu_scheduler.cycle_metrics import gpus_busy, reported
 from airflow_gpu_scheduler.db.records import Decision, to_json
 from airflow_gpu_scheduler.hooks.metadata import ApplyResult, GpuSchedulerMetadataHook
 from airflow_gpu_scheduler.hooks.notes import write_notes
-from airflow_gpu_scheduler.plan_notes import notes_for_plan
 from airflow_gpu_scheduler.schema_check import check_metadata_schema
 
 #: How long a planning run's first cycle keeps trying for the planner lock before it concludes that
