@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {missing}", file=sys.stderr)
             return 2
     if args.command == "demo":
-        from airflow_gpu_scheduler import demo
+        from airflow_gpu_scheduler.dev import demo
 
         return demo.run(args.home, args.port, args.exit)
     if args.command == "scale":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from airflow_gpu_scheduler.cluster_config import CLUSTER_VARIABLE
+from airflow_gpu_scheduler.cycle.cluster_config import CLUSTER_VARIABLE
 
 SECTION = "gpu_scheduler"
 

@@ -69,7 +69,7 @@ def emit_cycle_metrics(summary: Mapping[str, Any], cycle_s: float) -> None:
     if summary.get("locked_out"):
         return
     held = int(summary.get("held") or 0)
-    released = len(summary.get("due") or [])
+    released = len(summary.get("released") or [])
     for name, value in (("waiting", summary.get("waiting")), ("held", held), ("released", released),
                         ("running", summary.get("running")), ("rejected", len(summary.get("rejected") or {}))):
         s.gauge(_name("tasks", name), float(value or 0))

@@ -48,5 +48,5 @@ def get_provider_info() -> dict:
         "plugins": [
             {"name": "gpu_scheduler", "plugin-class": "airflow_gpu_scheduler.plugins.gpu_schedule.GpuSchedulePlugin"}
         ],
-        "db-managers": ["airflow_gpu_scheduler.db_manager.GpuSchedulerDBManager"],
+        "db-managers": ["airflow_gpu_scheduler.db.manager.GpuSchedulerDBManager"],
     }

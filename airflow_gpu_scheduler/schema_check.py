@@ -23,8 +23,9 @@ from importlib.metadata import PackageNotFoundError, version
 from sqlalchemy import Column, MetaData, Table, inspect, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from airflow_gpu_scheduler.hooks.metadata import AIRFLOW_TABLES, GpuSchedulerMetadataError
-from airflow_gpu_scheduler.models import metadata as plan_metadata
+from airflow_gpu_scheduler.db.models import metadata as plan_metadata
+from airflow_gpu_scheduler.hooks.connection import GpuSchedulerMetadataError
+from airflow_gpu_scheduler.hooks.tables import AIRFLOW_TABLES
 
 #: Airflow versions the provider is tested on: 3.2 reads a provider's ``db-managers`` (the plan tables).
 SUPPORTED = ((3, 2), (4, 0))

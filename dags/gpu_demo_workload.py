@@ -7,7 +7,7 @@ in one pool with a slot per GPU (``demo_airflow_alone``), ``pool_slots`` = GPUs 
 as an absolute ``priority_weight``, so Airflow's own scheduler dispatches it at its best. The
 demo triggers both at the same moments, so both runs share the machine. Each run works (sleeps)
 for ``conf["seconds"]``; kinds, GPUs, estimates and priorities are in
-:mod:`airflow_gpu_scheduler.demo_workload`.
+:mod:`airflow_gpu_scheduler.dev.demo_workload`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import datetime
 from airflow.sdk import DAG, task
 
 from airflow_gpu_scheduler.declare import gpu_task
-from airflow_gpu_scheduler.demo_workload import ALONE_POOL, GPU_TYPE, KINDS, dag_id
+from airflow_gpu_scheduler.dev.demo_workload import ALONE_POOL, GPU_TYPE, KINDS, dag_id
 
 START = datetime(2025, 1, 1)
 

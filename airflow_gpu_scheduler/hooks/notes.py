@@ -20,13 +20,17 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Column, DateTime, MetaData, Table, and_, case, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL, POOL_PREFIX
-from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook, TaskInstanceKey
+from airflow_gpu_scheduler.cycle.snapshot import JobKey
+
+if TYPE_CHECKING:  # the notes' SQL needs no Airflow: the plan's note text (cycle.notes) imports this module
+    from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +81,8 @@ class TaskInstanceNotes:
         own note (a task the planner never noted gets none).
     """
 
-    plan: Mapping[TaskInstanceKey, str] = field(default_factory=dict)
-    started: Mapping[TaskInstanceKey, str] = field(default_factory=dict)
+    plan: Mapping[JobKey, str] = field(default_factory=dict)
+    started: Mapping[JobKey, str] = field(default_factory=dict)
     counts: NoteCounts = field(default_factory=NoteCounts)
 
     def __bool__(self) -> bool:
@@ -119,7 +123,7 @@ class TaskInstanceNotes:
         inserts: list[dict] = []
         updates: list[tuple[object, str]] = []
         for row in conn.execute(live).mappings():
-            key = TaskInstanceKey(row["dag_id"], row["run_id"], row["task_id"], int(row["map_index"]))
+            key = JobKey(row["dag_id"], row["run_id"], row["task_id"], int(row["map_index"]))
             wanted = self.plan.get(key)
             if wanted is None:
                 wanted = self.started.get(key)
@@ -178,7 +182,7 @@ def _insert_if_absent(conn: Connection):
     return insert(_note)
 
 
-def gpu_task_notes(conn: Connection) -> dict[TaskInstanceKey, tuple[str | None, str | None]]:
+def gpu_task_notes(conn: Connection) -> dict[JobKey, tuple[str | None, str | None]]:
     """Every note on a live GPU task instance: ``{key: (user_id, content)}`` (for tests and reports)."""
     ti = _task_instance
     query = (
@@ -186,4 +190,4 @@ def gpu_task_notes(conn: Connection) -> dict[TaskInstanceKey, tuple[str | None, 
         .join(_note, _note.c.ti_id == ti.c.id)
         .where(or_(ti.c.pool == INTAKE_POOL, ti.c.pool.startswith(POOL_PREFIX, autoescape=True)))
     )
-    return {TaskInstanceKey(d, r, t, int(m)): (u, c) for d, r, t, m, u, c in conn.execute(query)}
+    return {JobKey(d, r, t, int(m)): (u, c) for d, r, t, m, u, c in conn.execute(query)}

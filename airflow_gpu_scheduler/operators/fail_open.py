@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
 from airflow_gpu_scheduler import config
-from airflow_gpu_scheduler.cluster_config import cluster_from_file, cluster_from_variable
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL
 from airflow_gpu_scheduler.core.workload import Cluster
-from airflow_gpu_scheduler.fail_open import fail_open_reason, fail_open_record, fail_open_release
+from airflow_gpu_scheduler.cycle.cluster_config import cluster_from_file, cluster_from_variable
+from airflow_gpu_scheduler.cycle.fail_open import fail_open_reason, fail_open_record, fail_open_release
+from airflow_gpu_scheduler.db.records import from_json
 from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook
 from airflow_gpu_scheduler.schema_check import FAIL_OPEN, check_metadata_schema
 
@@ -87,7 +87,7 @@ class GpuFailOpenOperator(BaseOperator):
             if not plans:
                 raise
             self.log.warning("Cluster config unreadable (%s); using the cluster of plan %s.", error, plans[0]["id"])
-            return Cluster.from_dict(json.loads(plans[0]["cluster"]))
+            return Cluster.from_dict(from_json(plans[0]["cluster"]))
 
     def execute(self, context: Context) -> dict[str, Any]:
         hook = GpuSchedulerMetadataHook(self.gpu_scheduler_conn_id)
@@ -107,7 +107,13 @@ def release_if_planner_down(
     log: Any = None,
     now_s: float | None = None,
 ) -> dict[str, Any]:
-    """One watchdog check; returns a JSON-serializable summary (``action``: locked | alive | released)."""
+    """One watchdog check; returns a JSON-serializable summary, its ``action`` one of:
+
+    - ``locked``: a planning cycle holds the planner lock, so the planner is alive;
+    - ``alive``: a plan is recent enough, or nothing has waited long enough;
+    - ``failing_open``: still failed open, and nothing new to release (nothing recorded);
+    - ``released``: held work was handed to Airflow's own order and a ``fail_open`` plan recorded.
+    """
     with hook.planning_lock() as mine:
         if not mine:
             if log:
@@ -124,14 +130,14 @@ def release_if_planner_down(
             return {"action": "alive", "released": 0, "held": len(state.held)}
         cluster = load_cluster()
         release = fail_open_release(state, cluster)
+        by_job = {t.key.job_id: t for t in state.waiting}
         todo = {j: a for j, a in release.moves.items()
-                if (t := _by_job(state).get(j)) is not None and (t.pool, t.priority_weight) != (a.pool, a.weight)}
+                if (t := by_job.get(j)) is not None and (t.pool, t.priority_weight) != (a.pool, a.weight)}
         first = state.last_release_s is None or (state.last_plan_s is not None and state.last_release_s < state.last_plan_s)
         if not todo and not first:
             return {"action": "failing_open", "released": 0, "reason": reason}
-        plan_row, job_rows = fail_open_record(state, cluster, release, reason, origin)
-        result = hook.release_held(release.moves, (*state.held, *state.released), release.pool_slots,
-                                   record=(plan_row, job_rows))
+        record = fail_open_record(state, cluster, release, reason, origin)
+        result = hook.release_held(release.moves, state.waiting, release.pool_slots, record=record)
         released = [j for j in result.moved if release.moves[j].pool != INTAKE_POOL]
         if log:
             log.warning("FAIL-OPEN: %s. Released %d GPU task instance(s) to Airflow's default order "
@@ -146,6 +152,3 @@ def release_if_planner_down(
                 "kept": dict(release.kept), "pool_slots": dict(release.pool_slots), "plan_id": result.plan_id,
                 "reason": reason}
 
-
-def _by_job(state):
-    return {t.key.job_id: t for t in (*state.held, *state.released)}

@@ -21,7 +21,6 @@ api-server's own database session.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import urllib.parse
@@ -37,6 +36,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from airflow_gpu_scheduler.core.levers import gpu_type_of_pool
 from airflow_gpu_scheduler.core.usage import GpuInterval, realized_utilization
+from airflow_gpu_scheduler.db.records import API_NAMES, HELD_DECISIONS, from_json
 from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook
 
 URL_PREFIX = "/gpu-scheduler"
@@ -65,15 +65,6 @@ def _readable_dag_ids(user: Any) -> set[str]:
         return set()
 
 
-def _json(value: str | None) -> Any:
-    if not value:
-        return None
-    try:
-        return json.loads(value)
-    except ValueError:
-        return None
-
-
 def _ui_base(request: Request) -> str:
     """Path of Airflow's UI root as seen by the browser (the app is mounted below it)."""
     root = request.scope.get("root_path", "")
@@ -97,24 +88,27 @@ def _redacted(reason: str | None, readable: set[str], job_ids: Sequence[str]) ->
 
 def _job_view(row: dict[str, Any], ui_base: str, readable: set[str] | None,
               job_ids: Sequence[str] = ()) -> dict[str, Any]:
+    """A stored job row (:class:`~airflow_gpu_scheduler.db.records.JobRow`) as the API shows it: the same
+    columns under the API's public names (:data:`~airflow_gpu_scheduler.db.records.API_NAMES`), its lane,
+    whether it meets its deadline, its task instance's page; a job of a DAG the user may not read, anonymous."""
     streaming = row.get("kind") == "realtime_inference"
     end, deadline = row.get("planned_end_s"), row.get("deadline_s")
     job = {
-        "key": row["job_id"], "dag_id": row["dag_id"], "run_id": row["run_id"], "task_id": row["task_id"],
+        API_NAMES["job_id"]: row["job_id"], "dag_id": row["dag_id"], "run_id": row["run_id"], "task_id": row["task_id"],
         "map_index": row["map_index"], "decision": row["decision"], "kind": row.get("kind"),
         "gpus": row.get("gpus"), "priority": row.get("priority"), "estimate_s": row.get("estimate_s"),
         "estimate_source": row.get("estimate_source"),
         "gpu_type": row.get("gpu_type"),
         "lane": (row["gpu_type"] + (":streaming" if streaming else "")) if row.get("gpu_type") else None,
-        "pool": row.get("pool"), "priority_weight": row.get("weight"), "rank": row.get("rank"),
-        "planned_start_s": row.get("planned_start_s"), "expected_end_s": end, "deadline_s": deadline,
+        "pool": row.get("pool"), API_NAMES["weight"]: row.get("weight"), "rank": row.get("rank"),
+        "planned_start_s": row.get("planned_start_s"), API_NAMES["planned_end_s"]: end, "deadline_s": deadline,
         "deadline_met": None if deadline is None or end is None else bool(end <= deadline + 1e-6),
         "reason": row.get("reason"), "reason_code": row.get("reason_code"),
         "ti_url": ti_url(ui_base, row["dag_id"], row["run_id"], row["task_id"], row["map_index"]),
         "hidden": False,
     }
     if readable is not None and row["dag_id"] not in readable:
-        job.update({"key": f"hidden-{row['id']}", "dag_id": None, "run_id": None, "task_id": HIDDEN,
+        job.update({API_NAMES["job_id"]: f"hidden-{row['id']}", "dag_id": None, "run_id": None, "task_id": HIDDEN,
                     "map_index": None, "ti_url": None, "reason": None, "pool": None, "hidden": True})
     elif readable is not None:
         job["reason"] = _redacted(job["reason"], readable, job_ids)
@@ -140,12 +134,12 @@ def _plan_view(plan: dict[str, Any], jobs: list[dict[str, Any]] | None) -> dict[
     out = {k: v for k, v in plan.items() if k not in ("jobs", "cluster", "pool_slots", "streaming_reserve",
                                                         "predicted")}
     out.update({
-        "cluster": _json(plan.get("cluster")), "pool_slots": _json(plan.get("pool_slots")) or {},
-        "streaming_reserve": _json(plan.get("streaming_reserve")) or {}, "predicted": _json(plan.get("predicted")),
+        "cluster": from_json(plan.get("cluster")), "pool_slots": from_json(plan.get("pool_slots")) or {},
+        "streaming_reserve": from_json(plan.get("streaming_reserve")) or {}, "predicted": from_json(plan.get("predicted")),
         "applied": bool(plan.get("applied")),
     })
     if jobs is not None:
-        out["held"] = sum(1 for j in jobs if j["decision"] in ("held", "unplanned"))
+        out["held"] = sum(1 for j in jobs if j["decision"] in HELD_DECISIONS)
     return out
 
 
@@ -156,8 +150,8 @@ router = APIRouter(dependencies=read_access)
 def get_plan(request: Request, session: SessionDep, user: GetUserDep) -> dict[str, Any]:
     """``{"now_s", "plan": {...} | null, "lanes": [...], "jobs": [...]}``.
 
-    Each job: ``key``, ``dag_id``, ``run_id``, ``task_id``, ``map_index``, ``decision`` (due | held |
-    running | unplanned | rejected), ``kind``, ``gpus``, ``priority``, ``estimate_s``, ``estimate_source``,
+    Each job: ``key``, ``dag_id``, ``run_id``, ``task_id``, ``map_index``, ``decision`` (released | held |
+    unplanned | rejected | running: :class:`~airflow_gpu_scheduler.db.records.Decision`), ``kind``, ``gpus``, ``priority``, ``estimate_s``, ``estimate_source``,
     ``gpu_type``, ``lane``, ``pool``, ``priority_weight``, ``rank``, ``planned_start_s``, ``expected_end_s``,
     ``deadline_s``, ``deadline_met``, ``reason``, ``reason_code``, ``ti_url``. Times are epoch seconds.
     """
@@ -204,7 +198,7 @@ def get_job(key: str, request: Request, session: SessionDep, user: GetUserDep,
     job = _job_view(history[0], base, None)
     job["plan_id"], job["plan_created_s"] = history[0]["plan_id"], history[0]["created_s"]
     steps = [{"plan_id": h["plan_id"], "created_s": h["created_s"], "decision": h["decision"],
-              "gpu_type": h["gpu_type"], "pool": h["pool"], "priority_weight": h["weight"], "rank": h["rank"],
+              "gpu_type": h["gpu_type"], "pool": h["pool"], API_NAMES["weight"]: h["weight"], "rank": h["rank"],
               "planned_start_s": h["planned_start_s"], "reason": h["reason"], "reason_code": h["reason_code"]}
              for h in history]
     return {"job": job, "history": steps}
@@ -218,7 +212,7 @@ def get_utilization(session: SessionDep, hours: Annotated[float, Query(gt=0, le=
     hook, conn = _hook(), session.connection()
     now = time.time()
     plans = hook.plan_summaries(limit=1, conn=conn)
-    cluster = _json(plans[0]["cluster"]) if plans else None
+    cluster = from_json(plans[0]["cluster"]) if plans else None
     capacity = {name: int(spec["count"]) for name, spec in (cluster or {}).get("gpu_types", {}).items()}
     rows = hook.gpu_pool_intervals(now - hours * 3600.0, conn=conn)
     intervals = [GpuInterval(t, r["gpus"], r["start_s"], r["end_s"]) for r in rows

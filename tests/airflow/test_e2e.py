@@ -266,21 +266,21 @@ def test_with_the_operator_jobs_start_in_planned_order_and_the_big_job_is_not_st
 
     # Nothing started without a plan: every job started after a plan marked it due, in that plan's pool.
     for row in rows:
-        due = [j for j in jobs if j["job_id"] == row["job_id"] and j["decision"] == "due"]
+        due = [j for j in jobs if j["job_id"] == row["job_id"] and j["decision"] == "released"]
         assert due, f"{row['job_id']} started but was never due in a plan"
         assert min(created[j["plan_id"]] for j in due) <= row["start_s"] + 0.5
         assert row["pool"] == "gpu_h100"
 
     # The planned order: once the training job was known, it was first in the plan, and
     # every small job still waiting then started only after it.
-    first_due = min((j for j in jobs if j["job_id"] == train["job_id"] and j["decision"] == "due"),
+    first_due = min((j for j in jobs if j["job_id"] == train["job_id"] and j["decision"] == "released"),
                     key=lambda j: j["plan_id"])
     assert first_due["rank"] == 0, "the training job was not first in the plan that released it"
     # Small jobs released by a plan made before the training job existed may still start just
     # after it arrives (dispatch latency); every one released after the planner knew it must wait.
-    known_from = min(j["plan_id"] for j in jobs if j["job_id"] == train["job_id"] and j["decision"] in ("held", "due"))
+    known_from = min(j["plan_id"] for j in jobs if j["job_id"] == train["job_id"] and j["decision"] in ("held", "released"))
     first_release = {q["job_id"]: min(j["plan_id"] for j in jobs if j["job_id"] == q["job_id"] and
-                                       j["decision"] == "due") for q in quants}
+                                       j["decision"] == "released") for q in quants}
     # Between solves a stored plan is brought up to date in place: a job that arrived after the plan
     # that placed the training job was made, and was released by that plan, was released knowing it too.
     released_later = [q for q in quants if first_release[q["job_id"]] > known_from
@@ -288,7 +288,7 @@ def test_with_the_operator_jobs_start_in_planned_order_and_the_big_job_is_not_st
     assert len(released_later) >= 8, "most of the stream should still be queued when the training job arrives"
     overtook = [q["job_id"] for q in released_later if q["start_s"] < train["start_s"]]
     assert not overtook, f"small jobs started before the planned training job: {overtook}"
-    assert all(j["rank"] == 0 for j in jobs if j["job_id"] == train["job_id"] and j["decision"] in ("held", "due")), \
+    assert all(j["rank"] == 0 for j in jobs if j["job_id"] == train["job_id"] and j["decision"] in ("held", "released")), \
         "the training job must lead every plan from its arrival to its start"
 
     # Each plan carries the core's forecast of the plan vs Airflow's own dispatch of the same queue.
@@ -324,7 +324,7 @@ def test_a_cleared_task_gets_its_plan_back(airflow):
     run = ("plan_quant", airflow.trigger("plan_quant", "clear_me"))
     wait_until(lambda: task_instance(airflow, *run)["state"] == "scheduled", 60, "task to be scheduled")
     summary = run_scheduler(airflow, "clear_1")
-    assert "plan_quant/clear_me/quantize/-1" in summary["due"]
+    assert "plan_quant/clear_me/quantize/-1" in summary["released"]
     assert airflow.wait_for_runs([run])[run] == "success"
     assert task_instance(airflow, *run)["pool"] == "gpu_h100"
 
@@ -337,7 +337,7 @@ def test_a_cleared_task_gets_its_plan_back(airflow):
     assert task_instance(airflow, *run)["state"] == "scheduled", "a held task must not start without a plan"
 
     summary = run_scheduler(airflow, "clear_2")
-    assert "plan_quant/clear_me/quantize/-1" in summary["due"]
+    assert "plan_quant/clear_me/quantize/-1" in summary["released"]
     assert airflow.wait_for_runs([run])[run] == "success"
     again = task_instance(airflow, *run)
     assert again["pool"] == "gpu_h100" and again["priority_weight"] > 0
@@ -354,7 +354,7 @@ def test_non_gpu_pool_untouched_and_impossible_request_rejected(airflow):
     before = task_instance(airflow, *cpu)
 
     summary = run_scheduler(airflow, "mixed")
-    assert "plan_quant/beside_cpu/quantize/-1" in summary["due"]
+    assert "plan_quant/beside_cpu/quantize/-1" in summary["released"]
     reason = summary["rejected"]["plan_impossible/bad/too_big/-1"]
     assert "gpus" in reason and "8" in reason, reason
 

@@ -150,7 +150,7 @@ def test_every_gpu_task_runs_on_a_worker_of_its_planned_type_in_plan_order(celer
     created = {p["id"]: p["created_s"] for p in all_plans}
     due = defaultdict(list)
     for j in jobs:
-        if j["decision"] == "due":
+        if j["decision"] == "released":
             due[j["job_id"]].append(j)
 
     # The planner itself ran on the platform worker, from the default queue.
@@ -181,12 +181,12 @@ def test_every_gpu_task_runs_on_a_worker_of_its_planned_type_in_plan_order(celer
     out_of_order = []
     by_plan = defaultdict(list)
     for j in jobs:
-        if j["decision"] in ("due", "held") and j["job_id"] in queued:
+        if j["decision"] in ("released", "held") and j["job_id"] in queued:
             by_plan[j["plan_id"]].append(j)
     for plan_jobs in by_plan.values():
         for a, b in combinations(plan_jobs, 2):
             first, second = (a, b) if (a["decision"], a["rank"]) < (b["decision"], b["rank"]) else (b, a)
-            if first["decision"] != "due" or ran_on[first["job_id"]] != ran_on[second["job_id"]]:
+            if first["decision"] != "released" or ran_on[first["job_id"]] != ran_on[second["job_id"]]:
                 continue
             if queued[first["job_id"]] > queued[second["job_id"]] + SAME_LOOP_S:
                 out_of_order.append((first["job_id"], second["job_id"], first["plan_id"]))

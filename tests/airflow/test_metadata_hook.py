@@ -27,7 +27,7 @@ def plan_row(**over):
 
 
 def job_row(**over):
-    row = {"job_id": "d/r/t/-1", "dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1, "decision": "due"}
+    row = {"job_id": "d/r/t/-1", "dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1, "decision": "released"}
     return {**row, **over}
 
 
@@ -71,7 +71,7 @@ def test_apply_creates_the_gpu_pools_and_records_the_plan_in_one_transaction(hoo
     result = hook.apply_levers(levers, [], record=(plan_row(), [job_row(), job_row(job_id="x", decision="running")]))
     assert pools(hook) == {"default_pool": 128, "gpu_intake": 0, "gpu_h100": 4, "gpu_h100_streaming": 0}
     (plan,) = hook.get_plans()
-    assert plan["id"] == result.plan_id and [j["decision"] for j in plan["jobs"]] == ["due", "running"]
+    assert plan["id"] == result.plan_id and [j["decision"] for j in plan["jobs"]] == ["released", "running"]
 
     hook.apply_levers(Levers({"gpu_h100": 3, "gpu_h100_streaming": 1}, {}), [])
     assert pools(hook)["gpu_h100"] == 3 and pools(hook)["gpu_h100_streaming"] == 1
@@ -107,9 +107,9 @@ def test_review_reads_latest_plan_summaries_and_one_jobs_history(hook):
     assert [j["job_id"] for j in latest["jobs"]] == ["d/r/t/-1", "d/r/u/-1"]
     summaries = hook.plan_summaries(limit=5)
     assert [p["id"] for p in summaries] == [second, first]
-    assert summaries[0]["decisions"] == {"due": 1, "held": 1} and "jobs" not in summaries[0]
+    assert summaries[0]["decisions"] == {"released": 1, "held": 1} and "jobs" not in summaries[0]
     history = hook.job_history("d/r/t/-1")
-    assert [(h["plan_id"], h["decision"], h["created_s"]) for h in history] == [(second, "due", 20.0),
+    assert [(h["plan_id"], h["decision"], h["created_s"]) for h in history] == [(second, "released", 20.0),
                                                                                  (first, "held", 10.0)]
     assert history[1]["reason_code"] == "busy" and history[1]["deadline_s"] == 99.0
     assert hook.job_history("no/such/job/-1") == []
@@ -122,9 +122,19 @@ def test_previous_starts_are_the_newest_plans_promises_to_waiting_jobs(hook):
     assert hook.previous_starts() == {}
     hook.store_plan(plan_row(created_s=10.0), [job_row(decision="held", planned_start_s=500.0)])
     hook.store_plan(plan_row(created_s=20.0), [
-        job_row(decision="due", planned_start_s=20.0),
+        job_row(decision="released", planned_start_s=20.0),
         job_row(job_id="d/r/u/-1", task_id="u", decision="held", planned_start_s=900.0),
         job_row(job_id="d/r/v/-1", task_id="v", decision="unplanned"),
         job_row(job_id="d/r/w/-1", task_id="w", decision="running", planned_start_s=5.0),
     ])
     assert hook.previous_starts() == {"d/r/t/-1": 20.0, "d/r/u/-1": 900.0}
+
+
+def test_plans_stored_with_the_earlier_word_for_released_read_back_as_released(hook):
+    # Before one vocabulary, a release was stored as decision "due"; such rows still read (and count) as released.
+    plan_id = hook.store_plan(plan_row(), [job_row(decision="due"), job_row(job_id="d/r/u/-1", task_id="u")])
+    assert [j["decision"] for j in hook.latest_plan()["jobs"]] == ["released", "released"]
+    assert hook.plan_summaries()[0]["decisions"] == {"released": 2}
+    assert hook.newest_plan() == (plan_id, {j: {**hook.newest_plan()[1][j], "decision": "released"}
+                                            for j in ("d/r/t/-1", "d/r/u/-1")})
+    assert [h["decision"] for h in hook.job_history("d/r/t/-1")] == ["released"]

@@ -86,7 +86,7 @@ def test_held_task_instances_carry_their_plan_and_a_persons_note_is_never_overwr
             assert user == PLANNER_USER and content.startswith(MARKER)
             assert f"planned start {clock(row['planned_start_s'])} on h100 ({gpu_count(row['gpus'])})" in content
             assert content.endswith(f"; waiting because {row['reason']}."), (content, row["reason"])
-        elif row["decision"] == "due":
+        elif row["decision"] == "released":
             assert f"released to h100 ({gpu_count(row['gpus'])})" in stored[k][1]
     assert any(row["decision"] == "held" and row["dag_id"] == "team_a" for row in rows.values()), rows
 
@@ -156,7 +156,7 @@ def test_when_notes_cannot_be_written_the_plan_is_applied_anyway(hook, seed):
     finally:
         with seed.engine.begin() as conn:
             conn.execute(text("ALTER TABLE task_instance_note_away RENAME TO task_instance_note"))
-    assert summary["plan_id"] and summary["due"] == ["team_a/r4/quantize/-1"]
+    assert summary["plan_id"] and summary["released"] == ["team_a/r4/quantize/-1"]
     assert "task_instance_note" in summary["notes"]["error"]
     ti = seed.t["task_instance"]
     with seed.engine.connect() as conn:

@@ -30,12 +30,12 @@ def test_the_wheel_holds_the_code_static_files_migrations_example_dags_and_licen
     missing = source_packages() - packages
     assert not missing, f"packages missing from the wheel (add them to [tool.setuptools] packages): {missing}"
     for path in ("plugins/static/gpu_schedule.html", "plugins/static/gpu_schedule.js", "plugins/static/gpu_schedule.css",
-                 "migrations/alembic.ini", "migrations/env.py", "migrations/script.py.mako",
+                 "db/migrations/alembic.ini", "db/migrations/env.py", "db/migrations/script.py.mako",
                  "example_dags/gpu_scheduler.py", "example_dags/gpu_workloads.py", "example_dags/gpu_demo_workload.py",
                  "demo_workload.py", "get_provider_info.py"):
         assert f"{PKG}/{path}" in names, path
-    versions = {n for n in names if n.startswith(f"{PKG}/migrations/versions/") and n.endswith(".py")}
-    assert {Path(n).name for n in versions} >= {p.name for p in (ROOT / PKG / "migrations" / "versions").glob("0*.py")}
+    versions = {n for n in names if n.startswith(f"{PKG}/db/migrations/versions/") and n.endswith(".py")}
+    assert {Path(n).name for n in versions} >= {p.name for p in (ROOT / PKG / "db" / "migrations" / "versions").glob("0*.py")}
     dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     with zipfile.ZipFile(wheel) as zf:
         assert zf.read(f"{dist_info}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
@@ -71,7 +71,7 @@ def test_the_sdist_holds_what_a_build_needs(distributions):
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {"LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "dags/gpu_scheduler.py", "dags/gpu_workloads.py",
             "dags/gpu_demo_workload.py",
-            f"{PKG}/plugins/static/gpu_schedule.js", f"{PKG}/migrations/alembic.ini"} <= names
+            f"{PKG}/plugins/static/gpu_schedule.js", f"{PKG}/db/migrations/alembic.ini"} <= names
 
 
 def test_the_wheel_installs_without_matplotlib_and_the_benchmark_runs(fresh_venv, tmp_path):

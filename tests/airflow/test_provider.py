@@ -23,7 +23,7 @@ def test_provider_info_is_valid_against_airflows_schema():
     info = get_provider_info()
     jsonschema.validate(info, schema)
     assert info["package-name"] == "airflow-gpu-scheduler"
-    assert info["db-managers"] == ["airflow_gpu_scheduler.db_manager.GpuSchedulerDBManager"]
+    assert info["db-managers"] == ["airflow_gpu_scheduler.db.manager.GpuSchedulerDBManager"]
 
 
 def test_shipped_dags_import_without_errors():

@@ -392,7 +392,7 @@ def test_bad_declarations_are_reported_with_task_field_reason_and_stay_held_whil
             select(plan_job_table).where(plan_job_table.c.decision == "rejected"))}
     assert set(stored) == set(fields) and all(f"field '{fields[j]['field']}'" in stored[j] for j in stored)
     # Everything else was planned: every valid job has a decision, some are due now.
-    assert len(summary["due"]) > 0 and summary["waiting"] == 2 * RUNS + len(BAD_DECLARATIONS)
+    assert len(summary["released"]) > 0 and summary["waiting"] == 2 * RUNS + len(BAD_DECLARATIONS)
     print(f"bad declarations tried {len(BAD_DECLARATIONS)}, reported {len(fields)}, held {len(fields)}, "
           f"run 0, dropped 0")
 

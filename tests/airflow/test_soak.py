@@ -42,10 +42,10 @@ def test_the_check_tells_a_whole_plan_from_half_of_one(hook, postgres_seed, meta
         seed_workload(postgres_seed, bad=False)
         assert plan_consistency(engine)[0] == "no_plan"
         summary = schedule_cycle(hook, PLANNER, CLUSTER)
-        assert summary["due"] and summary["held"], summary
+        assert summary["released"] and summary["held"], summary
         assert plan_consistency(engine) == ("consistent", summary["plan_id"], [])
 
-        dag_id, run_id, task_id, _ = summary["due"][0].split("/")
+        dag_id, run_id, task_id, _ = summary["released"][0].split("/")
         where = "dag_id = :d AND run_id = :r AND task_id = :t"
         keys = {"d": dag_id, "r": run_id, "t": task_id}
         with engine.begin() as conn:  # as if the apply had stopped before moving this one
@@ -53,8 +53,8 @@ def test_the_check_tells_a_whole_plan_from_half_of_one(hook, postgres_seed, meta
             conn.execute(text(f"UPDATE task_instance SET pool = :p WHERE {where}"), {**keys, "p": INTAKE_POOL})
         verdict, plan_id, problems = plan_consistency(engine)
         assert verdict == "half_applied" and plan_id == summary["plan_id"]
-        assert len(problems) == 1 and problems[0].startswith(f"{summary['due'][0]} in {INTAKE_POOL} ")
-        assert f"plan {plan_id} says due {pool} " in problems[0], problems
+        assert len(problems) == 1 and problems[0].startswith(f"{summary['released'][0]} in {INTAKE_POOL} ")
+        assert f"plan {plan_id} says released {pool} " in problems[0], problems
         with engine.begin() as conn:
             conn.execute(text(f"UPDATE task_instance SET pool = :p WHERE {where}"), {**keys, "p": pool})
             # ... or before opening this pool to the slots the plan stored.

@@ -209,7 +209,7 @@ def test_the_page_shows_the_plan_lanes_order_and_why_jobs_wait(airflow, browser)
     train = jobs["plan_train/train/train/-1"]
     # The gang is next on h100: released ahead, it waits in its pool until the 4 GPUs are free
     # (the pool's slots are the gate), or it is still held behind work planned before it.
-    assert train["decision"] in ("due", "held") and train["lane"] == "h100" and train["estimate_source"] == "declared"
+    assert train["decision"] in ("released", "held") and train["lane"] == "h100" and train["estimate_source"] == "declared"
     assert train["ti_url"] == "/dags/plan_train/runs/train/tasks/train"
     endpoint = jobs["ui_stream/endpoint/serve/-1"]
     assert endpoint["lane"] == "a100:streaming" and endpoint["pool"] == "gpu_a100_streaming"
@@ -224,7 +224,7 @@ def test_the_page_shows_the_plan_lanes_order_and_why_jobs_wait(airflow, browser)
 
     status, history = get(af, "/api/plans?limit=5")
     assert status == 200 and [p["run_id"] for p in history["plans"]] == ["review_2", "review_1"]
-    assert history["plans"][1]["moved"] == 4 and history["plans"][1]["decisions"] == {"due": 4}
+    assert history["plans"][1]["moved"] == 4 and history["plans"][1]["decisions"] == {"released": 4}
     status, one = get(af, "/api/jobs/" + urllib.parse.quote(waiter["key"]))
     assert status == 200 and one["job"]["reason"] == waiter["reason"]
     assert [h["decision"] for h in one["history"]] == ["held"]
@@ -301,7 +301,7 @@ def synthetic_plan(n_jobs: int, now_s: float, seed: int = 7) -> tuple[dict, list
         end = start + estimate / (1.0 if kind == "realtime_inference" else cluster["gpu_types"][gpu_type]["speed"])
         for g in slots:
             gpus_free[g] = end
-        decision = "running" if start < now_s else ("due" if start < now_s + 60 else "held")
+        decision = "running" if start < now_s else ("released" if start < now_s + 60 else "held")
         # Named after the real DAGs of this Airflow, so the page may show them (the user can read them).
         dag_id, task_id = DAG_OF_KIND[kind]
         job_id = f"{dag_id}/synthetic_{i}/{task_id}/-1"
@@ -318,7 +318,7 @@ def synthetic_plan(n_jobs: int, now_s: float, seed: int = 7) -> tuple[dict, list
     plan = {"created_s": now_s, "dag_id": "synthetic", "run_id": "scale", "cluster": json.dumps(cluster),
             "method": "milp", "status": "optimal", "objective": 1.0, "greedy_objective": 1.0, "bound": 1.0, "gap": 0.0,
             "wall_s": 1.9, "waiting": sum(r["decision"] != "running" for r in rows),
-            "running": sum(r["decision"] == "running" for r in rows), "due": sum(r["decision"] == "due" for r in rows),
+            "running": sum(r["decision"] == "running" for r in rows), "due": sum(r["decision"] == "released" for r in rows),
             "rejected": 0, "pool_slots": "{}", "streaming_reserve": json.dumps(reserve), "applied": True, "moved": 0}
     return plan, rows
 
@@ -353,7 +353,7 @@ def test_a_held_task_instance_shows_its_plan_in_airflows_own_ui(airflow, browser
     status, one = get(airflow, "/api/jobs/plan_train/train/train/-1")
     assert status == 200
     job = one["job"]
-    assert job["decision"] in ("due", "held"), job
+    assert job["decision"] in ("released", "held"), job
     context = browser.new_context(viewport={"width": 1600, "height": 700})
     page = context.new_page()
     page.goto(airflow.base_url + "/")
@@ -366,7 +366,7 @@ def test_a_held_task_instance_shows_its_plan_in_airflows_own_ui(airflow, browser
     note.wait_for(timeout=60_000)
     text = note.inner_text()
     gpus = f"{job['gpu_type']} ({gpu_count(job['gpus'])})"
-    if job["decision"] == "due":  # released ahead: next in line, it starts when its GPUs free
+    if job["decision"] == "released":  # released ahead: next in line, it starts when its GPUs free
         assert f"released to {gpus}" in text and "next in line" in text, text
     else:
         assert f"on {gpus}" in text and job["reason"] in text, text

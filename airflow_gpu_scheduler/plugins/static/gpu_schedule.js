@@ -9,7 +9,18 @@
     training: "Training", realtime_inference: "Real-time inference",
     batch_inference: "Batch inference", quantization: "Quantization"
   };
-  var DECISIONS = { due: "released", held: "held", running: "running", unplanned: "not placed", rejected: "rejected" };
+  // The decision and method vocabulary of airflow_gpu_scheduler/db/records.py (Decision, Method).
+  var DECISIONS = { released: "released", held: "held", unplanned: "not placed", rejected: "rejected", running: "running" };
+  // "Held" everywhere (cards, history, the API's plan.held): kept in gpu_intake by the plan; rejected apart.
+  var HELD = { held: true, unplanned: true };
+  var METHODS = {
+    milp: "MILP (Pyomo + HiGHS)", "milp-windows": "MILP by time windows (Pyomo + HiGHS)",
+    greedy: "Greedy (no solver answer in time)", empty: "Nothing to place",
+    fail_open: "Fail-open: Airflow's own order (planner down)"
+  };
+  function heldCount(counts) {
+    return Object.keys(HELD).reduce(function (n, d) { return n + (counts[d] || 0); }, 0);
+  }
   var TYPE_COLORS = ["var(--training)", "var(--batch_inference)", "var(--quantization)", "var(--realtime_inference)"];
   var WAITING_PAGE = 200;
   var state = { data: null, jobs: [], selected: null, timer: null, window: null, waitingRows: WAITING_PAGE };
@@ -146,13 +157,13 @@
 
   // ------------------------------------------------------------------ stats
   function renderStats(data) {
-    var p = data.plan, counts = { due: 0, held: 0, running: 0, unplanned: 0, rejected: 0 };
+    var p = data.plan, counts = { released: 0, held: 0, unplanned: 0, rejected: 0, running: 0 };
     data.jobs.forEach(function (j) { counts[j.decision] = (counts[j.decision] || 0) + 1; });
     var pred = p.predicted && p.predicted.plan ? p.predicted : null;
     var cards = [
       ["Waiting", p.waiting, "scheduled GPU task instances"],
-      ["Released now", counts.due, "moved to a GPU pool"],
-      ["Held", counts.held + counts.unplanned, "waiting in gpu_intake"],
+      ["Released now", counts.released, "moved to a GPU pool"],
+      ["Held", heldCount(counts), "waiting in gpu_intake"],
       ["Running", counts.running, "holding GPUs"],
       ["Rejected", counts.rejected, "can never run as declared"],
       ["Solver", p.status, p.method.toUpperCase() + " in " + (p.wall_s != null ? p.wall_s.toFixed(2) + " s" : "–") +
@@ -377,7 +388,8 @@
 
   // ------------------------------------------------------------------ why waiting
   function renderWaiting(data) {
-    var held = data.jobs.filter(function (j) { return j.decision === "held" || j.decision === "unplanned" || j.decision === "rejected"; });
+    // Every job that waits in gpu_intake, rejected ones too (they wait for a fixed declaration).
+    var held = data.jobs.filter(function (j) { return HELD[j.decision] || j.decision === "rejected"; });
     held.sort(function (a, b) {
       var ra = a.rank == null ? 1e9 : a.rank, rb = b.rank == null ? 1e9 : b.rank;
       return ra - rb || (a.key < b.key ? -1 : 1);
@@ -420,7 +432,7 @@
   function renderQuality(p) {
     var gain = p.greedy_objective ? (p.objective / p.greedy_objective - 1) : null;
     var rows = [
-      ["Method", p.method === "milp" ? "MILP (Pyomo + HiGHS)" : p.method],
+      ["Method", esc(METHODS[p.method] || p.method)],
       ["Solver status", esc(p.status)],
       ["Solve time", p.wall_s == null ? "–" : p.wall_s.toFixed(3) + " s"],
       ["MIP gap", pct(p.gap, 2)],
@@ -502,7 +514,7 @@
         .map(function (k) { return esc(k) + "=" + esc(p.pool_slots[k]); }).join(", ");
       return "<tr><td>#" + p.id + "</td><td>" + clock(p.created_s) + "</td><td>" + esc(p.method) + " · " + esc(p.status) +
         (p.wall_s != null ? " · " + p.wall_s.toFixed(2) + " s" : "") + '</td><td class="num">' + p.waiting +
-        '</td><td class="num">' + (d.due || 0) + '</td><td class="num">' + ((d.held || 0) + (d.unplanned || 0)) +
+        '</td><td class="num">' + (d.released || 0) + '</td><td class="num">' + heldCount(d) +
         '</td><td class="num">' + (d.running || 0) + '</td><td class="num">' + (d.rejected || 0) + '</td><td class="num">' +
         (p.moved == null ? "–" : p.moved) + "</td><td>" + (slots || "–") + "</td></tr>";
     });

@@ -8,19 +8,20 @@ instance to the pool of a GPU type it may run on, restores the priority weight A
 itself would give it, and opens each type's pool to the GPUs not taken by streaming work.
 Airflow then dispatches as if the provider were not installed. The next plan the planner
 applies collects those task instances from the ``gpu_*`` pools like any others and takes
-over again. Pure decisions here; the hook does the I/O.
+over again. Decisions only: the watchdog operator
+(:func:`~airflow_gpu_scheduler.operators.fail_open.release_if_planner_down`) reads the state and writes
+the release through the hook.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from typing import Any
 
+from airflow_gpu_scheduler.authoring.declare import parse_declaration
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, gpu_type_of_pool, pool_name
 from airflow_gpu_scheduler.core.workload import Cluster, Job, WorkloadError, validate_job
-from airflow_gpu_scheduler.declare import parse_declaration
-from airflow_gpu_scheduler.hooks.metadata import FAIL_OPEN_METHOD, FailOpenState, GpuTaskInstance
+from airflow_gpu_scheduler.cycle.snapshot import FailOpenState, GpuTaskInstance
+from airflow_gpu_scheduler.db.records import Decision, JobRow, Method, PlanRecord, PlanRow, to_json
 
 
 def fail_open_reason(state: FailOpenState, after_s: float) -> str | None:
@@ -39,7 +40,7 @@ def fail_open_reason(state: FailOpenState, after_s: float) -> str | None:
         state.last_plan_s is None or state.last_release_s > state.last_plan_s)
     if in_fail_open and (state.held or state.released):
         return f"still no plan (last applied {last}); releasing what arrived since"
-    ready = [t.ready_s for t in (*state.held, *state.released) if t.state == "scheduled" and t.ready_s is not None]
+    ready = [t.ready_s for t in state.waiting if t.state == "scheduled" and t.ready_s is not None]
     if ready and now - min(ready) > after_s:
         return (f"no plan applied for more than {after_s:.0f} s (last applied {last}) while GPU work has "
                 f"waited {now - min(ready):.0f} s")
@@ -61,7 +62,7 @@ class FailOpenRelease:
 
 
 def _target_pool(ti: GpuTaskInstance, cluster: Cluster) -> str:
-    subject = f"task {ti.key.dag_id}.{ti.key.task_id} (run {ti.key.run_id}, map_index {ti.key.map_index})"
+    subject = ti.key.subject
     if ti.declaration is None:
         raise WorkloadError(subject, "executor_config.gpu_scheduler", "declares no GPU work", ti.key.job_id)
     declaration = parse_declaration(ti.declaration, subject)
@@ -80,7 +81,7 @@ def fail_open_release(state: FailOpenState, cluster: Cluster) -> FailOpenRelease
     """Where each waiting task instance goes when the planner is down, and the pools' slots."""
     moves: dict[str, Assignment] = {}
     kept: dict[str, str] = {}
-    for ti in (*state.held, *state.released):
+    for ti in state.waiting:
         weight = ti.default_weight if ti.default_weight is not None else 1
         try:
             moves[ti.key.job_id] = Assignment(_target_pool(ti, cluster), weight)
@@ -104,25 +105,26 @@ def fail_open_release(state: FailOpenState, cluster: Cluster) -> FailOpenRelease
 
 def fail_open_record(
     state: FailOpenState, cluster: Cluster, release: FailOpenRelease, reason: str, origin: tuple[str | None, str | None],
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The ``gpu_sched_plan`` row (method ``fail_open``: the UI's banner) and a row per waiting task instance."""
-    waiting = (*state.held, *state.released)
+) -> PlanRecord:
+    """The plan record of a release: method ``fail_open`` (the page's banner) and a row per waiting task instance,
+    ``released`` or ``rejected`` (kept in the intake pool for an invalid declaration)."""
     released = [j for j, a in release.moves.items() if a.pool != INTAKE_POOL]
-    plan_row = {
-        "created_s": state.now_s, "dag_id": origin[0], "run_id": origin[1], "cluster": json.dumps(cluster.to_dict()),
-        "method": FAIL_OPEN_METHOD, "status": "planner_down", "message": reason,
-        "waiting": len(waiting), "running": sum(state.busy_slots.values()), "due": len(released),
-        "rejected": len(release.kept), "pool_slots": json.dumps(release.pool_slots), "streaming_reserve": "{}",
+    plan_row: PlanRow = {
+        "created_s": state.now_s, "dag_id": origin[0], "run_id": origin[1], "cluster": to_json(cluster.to_dict()),
+        "method": Method.FAIL_OPEN.value, "status": "planner_down", "message": reason,
+        "waiting": len(state.waiting), "running": sum(state.busy_slots.values()), "due": len(released),
+        "rejected": len(release.kept), "pool_slots": to_json(release.pool_slots), "streaming_reserve": to_json({}),
         "applied": True,
     }
-    rows = []
-    for ti in waiting:
+    rows: list[JobRow] = []
+    for ti in state.waiting:
         job_id = ti.key.job_id
         assignment = release.moves.get(job_id)
+        decision = Decision.REJECTED if job_id in release.kept else Decision.RELEASED
         rows.append({
             "job_id": job_id, "dag_id": ti.key.dag_id, "run_id": ti.key.run_id, "task_id": ti.key.task_id,
-            "map_index": ti.key.map_index, "decision": "rejected" if job_id in release.kept else "released",
+            "map_index": ti.key.map_index, "decision": decision.value,
             "gpus": ti.pool_slots, "pool": assignment.pool if assignment else ti.pool,
             "weight": assignment.weight if assignment else ti.priority_weight, "reason": release.kept.get(job_id),
         })
-    return plan_row, rows
+    return PlanRecord(plan_row, rows)

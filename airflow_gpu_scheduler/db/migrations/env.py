@@ -5,8 +5,8 @@ from __future__ import annotations
 from airflow import settings
 from alembic import context
 
-from airflow_gpu_scheduler.db_manager import GpuSchedulerDBManager
-from airflow_gpu_scheduler.models import metadata
+from airflow_gpu_scheduler.db.manager import GpuSchedulerDBManager
+from airflow_gpu_scheduler.db.models import metadata
 
 version_table = GpuSchedulerDBManager.version_table_name
 
