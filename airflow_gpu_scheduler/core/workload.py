@@ -8,7 +8,7 @@ a planner, a simulator or Airflow.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -296,10 +296,3 @@ def expected_end_s(running: RunningJob, gpu_type: GpuType, now_s: float, floor_s
     end = running.start_s + runtime_s(running.job, estimate, gpu_type) if estimate is not None else now_s
     return max(end, now_s + floor_s)
 
-
-def check_ids_unique(jobs: Sequence[Job]) -> None:
-    seen: set[str] = set()
-    for job in jobs:
-        if job.job_id in seen:
-            raise WorkloadError(f"job {job.job_id!r}", "job_id", "duplicate job id")
-        seen.add(job.job_id)

@@ -33,7 +33,9 @@ from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowe
 #: Job id prefix of the endpoints a sampled future brings.
 ARRIVAL_PREFIX = "~arrival:"
 #: A running job already past every runtime its kind ever showed is assumed to end this
-#: fraction of its expected runtime from now (it is overdue: soon, but not at once).
+#: fraction of its expected runtime from now (it is overdue: soon, but not at once). This is a
+#: sampled future's end, not the planner's expected end (``workload.expected_end_s``), which
+#: floors an overdue job at a fixed short delay because it has no errors to sample from.
 OVERDUE_FRACTION = 0.1
 
 
