@@ -70,7 +70,7 @@ def test_the_sdist_holds_what_a_build_needs(distributions):
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {"LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "dags/gpu_scheduler.py", "dags/gpu_workloads.py",
-            f"{PKG}/py.typed",
+            f"{PKG}/py.typed", "docs/design.md", "docs/operations.md", "docs/benchmark.md", "docs/api.md",
             "dags/gpu_demo_workload.py",
             f"{PKG}/plugins/static/gpu_schedule.js", f"{PKG}/migrations/alembic.ini"} <= names
 
