@@ -7,4 +7,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --services >/dev/null
-exec .venv/bin/python tests/airflow/soak.py "$@"
+exec .venv/bin/python tests/system/soak.py "$@"

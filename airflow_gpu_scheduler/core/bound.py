@@ -18,7 +18,7 @@ feasible LP point of equal value:
 
 The LP is solved with HiGHS. On small instances with integer data the exact
 optimum is computable by the same model as a MILP at a fine slot; see
-``tests/core/test_bound.py`` for how far the bound sits above it.
+``tests/unit/core/test_bound.py`` for how far the bound sits above it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One planning cycle's glue between Airflow's rows and the pure core.
 
-Nothing here runs SQL or imports Airflow (``tests/core/test_core_is_pure.py`` keeps it so; only
+Nothing here runs SQL or imports Airflow (``tests/unit/core/test_core_is_pure.py`` keeps it so; only
 reading the cluster Variable imports the Task SDK, when it is called): the hook
 (:mod:`airflow_gpu_scheduler.hooks`) reads rows into the snapshot types of :mod:`.snapshot`, and
 these modules turn them into the core's jobs and back into records and notes.

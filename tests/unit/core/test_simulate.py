@@ -18,7 +18,7 @@ def test_baselines_respect_capacity_submit_times_runtimes_and_types(scenario, po
     assert schedule_violations(sc.cluster, sc.jobs, result.outcomes, sc.horizon_s) == []
 
 
-@pytest.mark.parametrize("scenario", ["steady_mix", "heterogeneous_fleet"])
+@pytest.mark.parametrize("scenario", ["steady_mix", pytest.param("heterogeneous_fleet", marks=pytest.mark.slow)])
 def test_milp_respects_the_same_invariants(scenario):
     sc = make_scenario(scenario, quick=True)
     result = simulate(sc.cluster, sc.jobs, make_policy("milp"), sc.horizon_s)

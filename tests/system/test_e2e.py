@@ -4,7 +4,9 @@ The workload: a 4-GPU, high-priority training job arrives behind a stream of 1-G
 quantization jobs on a 4-GPU pool. Airflow alone starts the small jobs first and the big
 one waits for the stream to end; with the operator, the jobs start in the planned order
 and the big one starts as soon as the GPUs drain. Everything is asserted on the task
-instances' recorded start and end times.
+instances' recorded start and end times, and every comparison of the two runs is made from the
+runs of one module-scoped fixture, on the same Airflow, never from what an earlier test left behind;
+no assertion is a wall-clock threshold.
 """
 
 from __future__ import annotations
@@ -219,6 +221,38 @@ def finished(af: EmbeddedAirflow, runs: list[tuple[str, str]]) -> list[dict]:
     return [r for r in task_instances(af, sorted({d for d, _ in runs})) if (r["dag_id"], r["run_id"]) in keys]
 
 
+@pytest.fixture(scope="module")
+def proof_runs(airflow) -> dict[str, list[dict]]:
+    """The proof workload run twice on this Airflow, one run after the other: by Airflow alone (a plain
+    pool of 4 slots) and with the planning task re-planning every 1.5 s (stopped once the workload is
+    done). The task instances of each, by run: ``{"alone": rows, "planned": rows}``."""
+    airflow.set_pool("fifo_h100", GPUS)
+    runs, big = submit_workload(airflow, "fifo", "fifo")
+    alone = finished(airflow, [*runs, big])
+
+    scheduler_run = "proof"
+    wait_for_no_planning_run(airflow)
+    airflow.api("POST", "/dags/plan_scheduler/dagRuns",
+                {"dag_run_id": scheduler_run, "logical_date": None, "conf": {"repeat_for_s": 300}})
+    wait_until(lambda: task_state(airflow, "plan_scheduler", scheduler_run) == "running", 90, "planner to start")
+    try:
+        runs, big = submit_workload(airflow, "plan", "plan")
+        planned = finished(airflow, [*runs, big])
+    finally:
+        stop_planner(airflow, scheduler_run)
+    return {"alone": alone, "planned": planned}
+
+
+def gang_wait_s(rows: list[dict]) -> float:
+    train = next(r for r in rows if r["dag_id"].endswith("_train"))
+    return train["start_s"] - train["ready_s"]
+
+
+def run_summary(rows: list[dict]) -> dict:
+    return {"train_wait_s": round(gang_wait_s(rows), 1), "utilization": round(utilization(rows), 3),
+            "refill_gap": gap_summary(refill_gaps(rows))}
+
+
 # --------------------------------------------------------------------------- tests (in order)
 
 
@@ -230,35 +264,19 @@ def test_operator_on_an_empty_queue_changes_nothing(airflow):
     assert plans(airflow) == ([], [])
 
 
-def test_airflow_alone_starts_the_small_jobs_first_and_the_big_job_waits(airflow):
-    airflow.set_pool("fifo_h100", GPUS)
-    runs, big = submit_workload(airflow, "fifo", "fifo")
-    rows = finished(airflow, [*runs, big])
+def test_airflow_alone_starts_the_small_jobs_first_and_the_big_job_waits(proof_runs):
+    rows = proof_runs["alone"]
     train = next(r for r in rows if r["dag_id"] == "fifo_train")
     quants = [r for r in rows if r["dag_id"] == "fifo_quant"]
     jumped = [q for q in quants if q["ready_s"] > train["ready_s"] and q["start_s"] < train["start_s"]]
     # Quantization jobs that arrived after the training job started before it: no reservation.
     assert len(jumped) >= 4, f"only {len(jumped)} later small jobs overtook the big one"
     assert peak_gpus(rows) <= GPUS
-    airflow.fifo_result = {"train_wait_s": round(train["start_s"] - train["ready_s"], 1),
-                           "utilization": round(utilization(rows), 3), "overtaken_by": len(jumped),
-                           "refill_gap": gap_summary(refill_gaps(rows))}
-    print("FIFO", airflow.fifo_result)
+    print("FIFO", {**run_summary(rows), "overtaken_by": len(jumped)})
 
 
-def test_with_the_operator_jobs_start_in_planned_order_and_the_big_job_is_not_starved(airflow):
-    scheduler_run = "proof"
-    wait_for_no_planning_run(airflow)
-    # The planner re-plans every 1.5 s for up to 5 minutes; it is stopped once the workload is done.
-    airflow.api("POST", "/dags/plan_scheduler/dagRuns",
-                {"dag_run_id": scheduler_run, "logical_date": None, "conf": {"repeat_for_s": 300}})
-    wait_until(lambda: task_state(airflow, "plan_scheduler", scheduler_run) == "running", 90, "planner to start")
-    try:
-        runs, big = submit_workload(airflow, "plan", "plan")
-        rows = finished(airflow, [*runs, big])
-    finally:
-        stop_planner(airflow, scheduler_run)
-
+def test_with_the_operator_jobs_start_in_planned_order_and_the_big_job_is_not_starved(airflow, proof_runs):
+    rows, alone = proof_runs["planned"], proof_runs["alone"]
     train = next(r for r in rows if r["dag_id"] == "plan_train")
     quants = [r for r in rows if r["dag_id"] == "plan_quant"]
     all_plans, jobs = plans(airflow)
@@ -295,12 +313,11 @@ def test_with_the_operator_jobs_start_in_planned_order_and_the_big_job_is_not_st
     predicted = json.loads(all_plans[-1]["predicted"])
     assert {"plan", "airflow"} <= set(predicted) and "utilization" in predicted["plan"]
 
-    # Not starved: it waits only for the GPUs to drain (one job length plus dispatch latency).
-    wait = train["start_s"] - train["ready_s"]
-    assert wait < 30.0, f"training job waited {wait:.1f} s"
-    fifo = getattr(airflow, "fifo_result", None)
-    if fifo:
-        assert wait < fifo["train_wait_s"] / 1.5, (wait, fifo)
+    # Not starved: it waits only for the GPUs to drain, so far less than behind Airflow's own dispatch
+    # of the same workload, measured on the same Airflow just before (the load of the machine weighs
+    # on both runs alike; a threshold in seconds would measure the machine).
+    wait, wait_alone = gang_wait_s(rows), gang_wait_s(alone)
+    assert wait < wait_alone / 1.5, f"the gang waited {wait:.1f} s planned against {wait_alone:.1f} s alone"
 
     # Utilization from the recorded start/end times: the drain before the gang costs some GPU
     # time, the GPUs are never oversubscribed, and most of the window is busy.
@@ -308,14 +325,13 @@ def test_with_the_operator_jobs_start_in_planned_order_and_the_big_job_is_not_st
     assert peak_gpus(rows) <= GPUS
     assert util >= 0.55, f"utilization {util:.2f}"
     window_h = (max(r["end_s"] for r in rows) - min(r["ready_s"] for r in rows)) / 3600
-    planned = {"train_wait_s": round(wait, 1), "utilization": round(util, 3),
-               "refill_gap": gap_summary(refill_gaps(rows)), "plans_stored": len(all_plans),
-               "plan_job_rows": len(jobs)}
+    planned = {**run_summary(rows), "plans_stored": len(all_plans), "plan_job_rows": len(jobs)}
+    fifo = run_summary(alone)
     print("PLAN", planned)
     print(f"REFILL GAP ({airflow.engine.dialect.name}): with the provider median {planned['refill_gap']['median_s']} s, "
           f"p95 {planned['refill_gap']['p95_s']} s over {planned['refill_gap']['refills']} refills; "
-          f"Airflow alone {fifo and fifo['refill_gap']}; utilization {util:.2f} vs {fifo and fifo['utilization']}; "
-          f"gang wait {wait:.1f} s vs {fifo and fifo['train_wait_s']} s; plan rows {len(all_plans)} + job rows "
+          f"Airflow alone {fifo['refill_gap']}; utilization {util:.2f} vs {fifo['utilization']}; "
+          f"gang wait {wait:.1f} s vs {fifo['train_wait_s']} s; plan rows {len(all_plans)} + job rows "
           f"{len(jobs)} in {window_h * 3600:.0f} s")
 
 

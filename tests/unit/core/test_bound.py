@@ -56,6 +56,7 @@ def test_bound_is_above_the_exact_optimum_and_reasonably_tight(seed):
     assert bound <= 1.6 * optimum
 
 
+@pytest.mark.slow  # about a minute: every policy on a whole quick scenario, then the LP bound
 def test_no_policy_beats_the_bound_on_a_quick_scenario():
     sc = make_scenario("quantization_flood", quick=True)
     bound = upper_bound(sc.cluster, sc.jobs, sc.horizon_s).value

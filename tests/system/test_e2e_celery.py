@@ -1,5 +1,5 @@
 """End-to-end proof on the CeleryExecutor, without Docker: the docker/ deployment, started from
-its own description (tests/airflow/compose_deployment.py) on local PostgreSQL and Redis.
+its own description (tests/system/compose_deployment.py) on local PostgreSQL and Redis.
 
 A real scheduler, dag-processor and api-server with the CeleryExecutor, one Celery worker per
 GPU type serving only that type's queue (one process per GPU), and a platform worker for the

@@ -1,5 +1,5 @@
 """The review API fails closed: when Airflow's auth manager cannot say which DAGs a user may read, no
-job is shown by name. A real api-server with a real subclass of Airflow's auth manager (tests/airflow/auth)."""
+job is shown by name. A real api-server with a real subclass of Airflow's auth manager (tests/system/auth)."""
 
 from __future__ import annotations
 

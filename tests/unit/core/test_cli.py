@@ -3,6 +3,8 @@
 import csv
 import json
 
+import pytest
+
 from airflow_gpu_scheduler.cli import main
 from airflow_gpu_scheduler.core.scenarios import make_scenario
 from airflow_gpu_scheduler.core.simulate import Outcome
@@ -71,6 +73,7 @@ def test_replay_rejects_impossible_jobs_but_runs_the_rest(tmp_path, capsys):
     assert "'huge'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a whole multi-policy bench run
 def test_bench_over_seeds_reports_spread_wins_and_worst_run(tmp_path, capsys):
     code = main(["bench", "--quick", "--scenarios", "steady_mix", "--seeds", "0-2", "--policies", "fifo,backfill,milp",
                  "--no-bound", "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md")])
@@ -116,6 +119,7 @@ def test_bench_rejects_a_malformed_seed_range(capsys):
     assert "--seeds must look like" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a whole multi-policy bench run
 def test_bench_with_the_clairvoyant_yardstick_reports_how_much_of_the_room_milp_closed(tmp_path):
     out = tmp_path / "b.json"
     code = main(["bench", "--quick", "--scenarios", "priority_inversion", "--policies", "backfill,milp,clairvoyant",

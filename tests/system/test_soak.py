@@ -1,4 +1,4 @@
-"""The soak (``scripts/soak.sh``, ``tests/airflow/soak.py``): its half-applied-plan check, and a short soak.
+"""The soak (``scripts/soak.sh``, ``tests/system/soak.py``): its half-applied-plan check, and a short soak.
 
 The check is tried on a migrated PostgreSQL database against real planning cycles and a fail-open
 release, and against the two ways an apply stopped half-way would show (a task instance left at the

@@ -32,7 +32,7 @@ def test_the_wheel_holds_the_code_static_files_migrations_example_dags_and_licen
     for path in ("plugins/static/gpu_schedule.html", "plugins/static/gpu_schedule.js", "plugins/static/gpu_schedule.css",
                  "db/migrations/alembic.ini", "db/migrations/env.py", "db/migrations/script.py.mako",
                  "example_dags/gpu_scheduler.py", "example_dags/gpu_workloads.py", "example_dags/gpu_demo_workload.py",
-                 "demo_workload.py", "get_provider_info.py"):
+                 "demo_workload.py", "get_provider_info.py", "py.typed"):
         assert f"{PKG}/{path}" in names, path
     versions = {n for n in names if n.startswith(f"{PKG}/db/migrations/versions/") and n.endswith(".py")}
     assert {Path(n).name for n in versions} >= {p.name for p in (ROOT / PKG / "db" / "migrations" / "versions").glob("0*.py")}
@@ -70,6 +70,7 @@ def test_the_sdist_holds_what_a_build_needs(distributions):
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {"LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "dags/gpu_scheduler.py", "dags/gpu_workloads.py",
+            f"{PKG}/py.typed", "docs/design.md", "docs/operations.md", "docs/benchmark.md", "docs/api.md",
             "dags/gpu_demo_workload.py",
             f"{PKG}/plugins/static/gpu_schedule.js", f"{PKG}/db/migrations/alembic.ini"} <= names
 

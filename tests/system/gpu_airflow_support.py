@@ -1,4 +1,4 @@
-"""Helpers of the Airflow-side tests (imported by name: pytest puts this folder on sys.path).
+"""Helpers of the system tests (imported by name: pytest puts this folder on sys.path).
 
 Importing it first gives the test process its own AIRFLOW_HOME, before anything imports airflow.
 """
@@ -10,7 +10,9 @@ import tempfile
 import uuid
 from pathlib import Path
 
-HOME = Path(tempfile.mkdtemp(prefix="gpu-sched-tests-"))
+# Under pytest, tests/conftest.py made this process's home already; a script (soak.py) makes its own.
+_pid, _, _home = os.environ.get("GPU_SCHED_TEST_HOME", "").partition(":")
+HOME = Path(_home) if _pid == str(os.getpid()) else Path(tempfile.mkdtemp(prefix="gpu-sched-tests-"))
 os.environ["AIRFLOW_HOME"] = str(HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 

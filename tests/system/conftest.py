@@ -1,4 +1,9 @@
-"""Airflow-side tests: the support module sets a private AIRFLOW_HOME before airflow is imported."""
+"""System tests: a real Airflow (its CLI, scheduler, api-server, workers), PostgreSQL, Redis, Chromium.
+
+``scripts/test.sh`` starts the services first (``scripts/setup.sh --services``). Every test here is marked
+``system``; ``scripts/test.sh --fast`` leaves them out. The support module reuses the private AIRFLOW_HOME
+that tests/conftest.py made, before airflow is imported.
+"""
 
 import contextlib
 import json
@@ -15,6 +20,13 @@ from sqlalchemy import text
 from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataHook
 
 CONN_ID = "gpu_test_meta"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.system)
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
