@@ -73,7 +73,7 @@ class Method(str, Enum):
 
 def vocabulary(enum: type[Enum]) -> str:
     """``"released | held | ..."``: the values of an enum, for the tables' column docs."""
-    return " | ".join(str(m.value) for m in enum)  # type: ignore[attr-defined]
+    return " | ".join(str(m.value) for m in enum)
 
 
 class PlanRow(TypedDict, total=False):
