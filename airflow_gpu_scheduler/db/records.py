@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, TypedDict, overload
 
 
 class Decision(str, Enum):
@@ -143,6 +143,14 @@ JSON_COLUMNS = ("cluster", "pool_slots", "streaming_reserve", "predicted")
 
 #: The review API's public names of three job columns (``GET /api/plan``, documented in README).
 API_NAMES = {"job_id": "key", "weight": "priority_weight", "planned_end_s": "expected_end_s"}
+
+
+@overload
+def to_json(value: None) -> None: ...
+
+
+@overload
+def to_json(value: Any) -> str: ...
 
 
 def to_json(value: Any) -> str | None:
