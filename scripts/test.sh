@@ -5,6 +5,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --services || exit 1
 mkdir -p artifacts
+# The type check of the package ([tool.mypy] in pyproject.toml) first: a type error fails the run.
+.venv/bin/mypy || exit 1
 .venv/bin/python -m pytest -p no:cacheprovider -ra --junitxml=artifacts/junit.xml "${@:-tests}"
 rc=$?
 if [ "$rc" -eq 5 ]; then
