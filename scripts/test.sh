@@ -16,6 +16,8 @@ else
   [ "$#" -gt 0 ] || set -- tests
 fi
 mkdir -p artifacts
+# The type check of the package ([tool.mypy] in pyproject.toml) first: a type error fails the run.
+.venv/bin/mypy || exit 1
 .venv/bin/python -m pytest -p no:cacheprovider -ra --junitxml=artifacts/junit.xml "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then

@@ -14,8 +14,9 @@ import multiprocessing
 import os
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from typing import Any
 
 from airflow_gpu_scheduler.core.bound import upper_bound
 from airflow_gpu_scheduler.core.metrics import PolicyMetrics, evaluate
@@ -90,7 +91,7 @@ def run_benchmark(
     # Fresh worker processes, not forks: HiGHS keeps a thread pool per process, and a child forked
     # from a parent that already solved something inherits a pool without threads and spins forever.
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {}
+        futures: dict[Future[Any], str] = {}
         for sc, p in tasks:
             futures[pool.submit(_simulate_task, sc, p)] = f"{sc.name} / {p}"
         if with_bound:
@@ -215,7 +216,7 @@ def summarize(reports: Sequence[ScenarioReport], ours: str = "milp",
         versus = closes = None
         others = [p for p in policies if p != ours and p not in YARDSTICKS]
         if ours in policies and others:
-            mean = {p: spreads[p][metric].mean if spreads[p][metric] else 0.0 for p in policies}
+            mean = {p: s.mean if (s := spreads[p][metric]) else 0.0 for p in policies}
             best = max(others, key=lambda p: mean[p])
             deltas = []
             for r in runs:

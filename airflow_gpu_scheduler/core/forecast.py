@@ -28,7 +28,7 @@ class FollowPlanPolicy:
     """Applies one fixed plan (shifted to start at time 0), never replanning."""
 
     name = "plan"
-    cadence_s = None
+    cadence_s: float | None = None
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from airflow_gpu_scheduler.core.benchmark import ScenarioReport
 
@@ -25,7 +26,7 @@ KIND_COLORS = {
 }
 
 
-def busy_profile(report: ScenarioReport, policy: str) -> tuple[list[float], list[float]]:
+def busy_profile(report: ScenarioReport, policy: str) -> tuple[list[float], list[int]]:
     """Step function of busy GPUs over the window (hours, GPUs)."""
     horizon = report.scenario.horizon_s
     jobs = {j.job_id: j for j in report.scenario.jobs}
@@ -80,16 +81,19 @@ def write_plots(reports: Sequence[ScenarioReport], directory: Path) -> list[Path
             # Give each job concrete GPU indices within its type (first free), so gangs show as blocks.
             free_at = {t.name: [0.0] * t.count for t in sc.cluster.gpu_types}
             outcomes = sorted((o for o in report.outcomes[policy].values() if o.start_s is not None),
-                              key=lambda o: o.start_s)
+                              key=lambda o: cast(float, o.start_s))
             for o in outcomes:
+                start, gpu_type = o.start_s, o.gpu_type
+                if start is None or gpu_type is None:  # never: filtered above, and a started job has a type
+                    continue
                 job = jobs[o.job_id]
                 end = o.end_s if o.end_s is not None else sc.horizon_s
-                lanes = free_at[o.gpu_type]
-                chosen = [i for i, t in enumerate(lanes) if t <= o.start_s + 1e-6][: job.gpus]
+                lanes = free_at[gpu_type]
+                chosen = [i for i, t in enumerate(lanes) if t <= start + 1e-6][: job.gpus]
                 for i in chosen:
                     lanes[i] = end
-                    ax.broken_barh([(o.start_s / 3600, (end - o.start_s) / 3600)],
-                                   (offsets[o.gpu_type] + i, 0.9), facecolors=KIND_COLORS[job.kind.value])
+                    ax.broken_barh([(start / 3600, (end - start) / 3600)],
+                                   (offsets[gpu_type] + i, 0.9), facecolors=KIND_COLORS[job.kind.value])
             for name, off in offsets.items():
                 ax.axhline(off, color="grey", linewidth=0.5)
                 ax.text(0, off + 0.5, name, fontsize=7, va="bottom")

@@ -25,6 +25,13 @@ def _m(spread: Spread | None, scale: float = 1.0, spec: str = ".2f", sd: bool = 
     return text
 
 
+def _mean(spread: Spread | None) -> float:
+    """The mean of a metric every run of the policy has (a policy with runs has a spread of each)."""
+    if spread is None:
+        raise ValueError("no finite value of this metric in any run")
+    return spread.mean
+
+
 def _high(spread: Spread | None) -> str:
     """The worst run's value (a time budget is judged by its worst case)."""
     return "-" if spread is None else f"{spread.high:.2f}"
@@ -48,10 +55,10 @@ def versus_line(summary: ScenarioSummary) -> str:
                      f"wins {v.wins}/{v.runs}, worst run {worst}")
     fifo, ours = summary.spreads.get("fifo"), summary.spreads.get(OURS)
     if fifo and ours and fifo["weighted_goodput"] and ours["weighted_goodput"]:
-        util = (ours["utilization"].mean - fifo["utilization"].mean) * 100
+        util = (_mean(ours["utilization"]) - _mean(fifo["utilization"])) * 100
         parts.append(f"vs fifo: {util:+.1f} pt util, goodput "
-                     f"{_signed(pct(ours['weighted_goodput'].mean, fifo['weighted_goodput'].mean))}, output "
-                     f"{_signed(pct(ours['weighted_output'].mean, fifo['weighted_output'].mean))}")
+                     f"{_signed(pct(_mean(ours['weighted_goodput']), _mean(fifo['weighted_goodput'])))}, output "
+                     f"{_signed(pct(_mean(ours['weighted_output']), _mean(fifo['weighted_output'])))}")
     if summary.closes_to_clairvoyant is not None:
         parts.append(f"closes {summary.closes_to_clairvoyant * 100:.0f} % of best other -> clairvoyant")
     return "; ".join(parts)
@@ -112,9 +119,9 @@ def markdown(summaries: Sequence[ScenarioSummary]) -> str:
                      f"{v.best_by_mean}: {_signed(v.mean_delta_pct)} / {v.wins} of {v.runs} / {_signed(v.worst_delta_pct)}")
         fifo, ours = s.spreads.get("fifo"), s.spreads.get(OURS)
         if fifo and ours:
-            cells.append(f"{(ours['utilization'].mean - fifo['utilization'].mean) * 100:+.1f} pt / "
-                         f"{_signed(pct(ours['weighted_goodput'].mean, fifo['weighted_goodput'].mean))} / "
-                         f"{_signed(pct(ours['weighted_output'].mean, fifo['weighted_output'].mean))}")
+            cells.append(f"{(_mean(ours['utilization']) - _mean(fifo['utilization'])) * 100:+.1f} pt / "
+                         f"{_signed(pct(_mean(ours['weighted_goodput']), _mean(fifo['weighted_goodput'])))} / "
+                         f"{_signed(pct(_mean(ours['weighted_output']), _mean(fifo['weighted_output'])))}")
         else:
             cells.append("-")
         cells.append("-" if s.closes_to_clairvoyant is None else f"{s.closes_to_clairvoyant * 100:.0f} %")

@@ -74,9 +74,9 @@ def scale_instance(n_jobs: int, seed: int = 0, gpus_per_job: float = 0.5) -> Sca
         busy, k = 0, 0
         while busy < t.count // 3:
             gpus = min(rng.choice([1, 2, 4, 8]), t.count // 3 - busy)
-            job = Job(f"r-{t.name}-{k}", 0.0, JobKind.BATCH_INFERENCE, gpus,
-                      estimate_s=round(rng.uniform(0.5, 8) * HOUR, 1), priority=2)
-            running.append(RunningJob(job, t.name, round(now - rng.uniform(0, 0.5) * job.estimate_s, 1)))
+            estimate_s = round(rng.uniform(0.5, 8) * HOUR, 1)
+            job = Job(f"r-{t.name}-{k}", 0.0, JobKind.BATCH_INFERENCE, gpus, estimate_s=estimate_s, priority=2)
+            running.append(RunningJob(job, t.name, round(now - rng.uniform(0, 0.5) * estimate_s, 1)))
             busy, k = busy + gpus, k + 1
     return ScaleInstance(cluster, tuple(queued), tuple(running), now)
 

@@ -228,6 +228,7 @@ def heterogeneous_fleet(seed: int = 0, quick: bool = False) -> Scenario:
 
     def draw(t: float) -> Job:
         job = base(t)
+        types: tuple[str, ...]
         if job.kind is JobKind.TRAINING:
             types = ("h100",) if b.rng.random() < 0.4 else ("h100", "a100")
             gpus = min(job.gpus, cluster.gpu_type("h100").count)

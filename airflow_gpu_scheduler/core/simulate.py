@@ -196,9 +196,9 @@ def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: f
 
     for job in jobs:
         gpu_type, start = starts.get(job.job_id, (None, None))
-        end = ends.get(job.job_id)
+        ended = ends.get(job.job_id)
         result.outcomes[job.job_id] = Outcome(job.job_id, gpu_type, job.submit_s, start,
-                                              end if end is not None and end <= horizon_s else None)
+                                              ended if ended is not None and ended <= horizon_s else None)
     return result
 
 

@@ -59,9 +59,8 @@ def parse_job_row(row: Mapping[str, str], path: str, line: int) -> Job:
     def get(name: str) -> str:
         return (row.get(name) or "").strip()
 
-    kind = get("kind")
     try:
-        JobKind.parse(kind)
+        kind = JobKind.parse(get("kind"))
     except WorkloadError as error:
         raise WorkloadFileError(path, line, "kind", error.reason) from None
     types = tuple(t.strip() for t in get("gpu_types").split("|") if t.strip())

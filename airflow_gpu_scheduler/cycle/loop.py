@@ -33,7 +33,8 @@ class PlanningLoop:
                                min_gap_s=early_s)
         self.solves = 0
         self.wake_at_s: float | None = None
-        self.stored: tuple[int | None, dict[str, dict[str, Any]]] | None = None
+        #: id and ``{job_id: row}`` of the newest stored plan: rows read back (dicts) or written (JobRow)
+        self.stored: tuple[int | None, Mapping[str, Mapping[str, Any]]] | None = None
         #: the plan (solve) the newest stored plan records, once this run stored or confirmed it
         self.stored_for: Plan | None = None
 

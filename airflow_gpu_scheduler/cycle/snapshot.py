@@ -43,7 +43,7 @@ class JobKey(NamedTuple):
 
 def is_gpu_pool(pool: str | None) -> bool:
     """The only pools this provider ever writes: the intake pool and ``gpu_*`` pools."""
-    return bool(pool) and (pool == INTAKE_POOL or pool.startswith(POOL_PREFIX))
+    return pool is not None and (pool == INTAKE_POOL or pool.startswith(POOL_PREFIX))
 
 
 @dataclass(frozen=True)

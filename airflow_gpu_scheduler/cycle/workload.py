@@ -119,8 +119,8 @@ def build_workload(snapshot: GpuWorkSnapshot, cluster: Cluster) -> GpuWorkload:
         except WorkloadError as error:
             reject(ti.key.job_id, error)
     valid, errors = split_valid(candidates, cluster)
-    for error in errors:
-        reject(error.job_id or error.subject, error)
+    for invalid in errors:
+        reject(invalid.job_id or invalid.subject, invalid)
 
     sources: dict[str, str] = {}
     queued: list[Job] = []

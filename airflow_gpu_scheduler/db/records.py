@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, TypedDict, overload
 
 
 class Decision(str, Enum):
@@ -73,7 +73,7 @@ class Method(str, Enum):
 
 def vocabulary(enum: type[Enum]) -> str:
     """``"released | held | ..."``: the values of an enum, for the tables' column docs."""
-    return " | ".join(str(m.value) for m in enum)  # type: ignore[attr-defined]
+    return " | ".join(str(m.value) for m in enum)
 
 
 class PlanRow(TypedDict, total=False):
@@ -143,6 +143,14 @@ JSON_COLUMNS = ("cluster", "pool_slots", "streaming_reserve", "predicted")
 
 #: The review API's public names of three job columns (``GET /api/plan``, documented in README).
 API_NAMES = {"job_id": "key", "weight": "priority_weight", "planned_end_s": "expected_end_s"}
+
+
+@overload
+def to_json(value: None) -> None: ...
+
+
+@overload
+def to_json(value: Any) -> str: ...
 
 
 def to_json(value: Any) -> str | None:

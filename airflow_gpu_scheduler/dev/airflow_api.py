@@ -20,9 +20,12 @@ class AirflowRestClient:
     """REST calls of :class:`~airflow_gpu_scheduler.dev.embedded.EmbeddedAirflow` (expects ``base_url``,
     ``users``, ``_token`` and ``_check_alive``)."""
 
-    base_url: str
     users: Mapping[str, tuple[str, str]]
     _token: str | None
+
+    @property
+    def base_url(self) -> str:  # the embedded Airflow's api-server
+        raise NotImplementedError
 
     def _check_alive(self) -> None:  # the embedded Airflow checks its processes
         pass

@@ -91,7 +91,7 @@ def score(label: str, records: Sequence[Record], window_s: float = workload.WIND
     for job in jobs:
         r = by_name.get(job.job_id)
         start = r.start_s if r is not None and r.start_s is not None and r.start_s <= window_s else None
-        end = r.end_s if start is not None and r.end_s is not None and r.end_s <= window_s else None
+        end = r.end_s if r is not None and start is not None and r.end_s is not None and r.end_s <= window_s else None
         outcomes[job.job_id] = Outcome(job.job_id, workload.GPU_TYPE if start is not None else None,
                                        job.submit_s, start, end)
     result = SimResult(label, workload.CLUSTER, tuple(jobs), window_s, outcomes)

@@ -80,6 +80,7 @@ class EmbeddedAirflow(AirflowRestClient):
 
     @property
     def sqlalchemy_url(self) -> URL:
+        assert self.database_url is not None  # __post_init__ sets it
         return make_url(self.database_url)
 
     def metadata_connection_json(self) -> str:
@@ -139,7 +140,9 @@ class EmbeddedAirflow(AirflowRestClient):
             # write-ahead logging lets readers proceed while one writes (the mode is stored in the file).
             import sqlite3
 
-            with contextlib.closing(sqlite3.connect(self.sqlalchemy_url.database)) as db:
+            database = self.sqlalchemy_url.database
+            assert database is not None  # a file, which every component opens
+            with contextlib.closing(sqlite3.connect(database)) as db:
                 db.execute("PRAGMA journal_mode=WAL")
 
     def start(self, timeout_s: float = 120.0) -> None:

@@ -182,7 +182,8 @@ class MetadataCollector:
                 slots = dict(conn.execute(select(slot_pool.c.pool, slot_pool.c.slots)).all())
         except SQLAlchemyError as error:
             raise GpuSchedulerMetadataError(f"reading held GPU work failed: {type(error).__name__}: {error}") from error
-        held, released = [], []
+        held: list[GpuTaskInstance] = []
+        released: list[GpuTaskInstance] = []
         for row in rows:
             item = self._task_instance(row, to_epoch(row["scheduled_dttm"]))
             (held if row["pool"] == INTAKE_POOL else released).append(item)

@@ -55,10 +55,11 @@ class MetadataConnection:
                     pass
             except SQLAlchemyError as error:
                 engine.dispose()
+                cause = getattr(error, "orig", None) or error  # the driver's error (DBAPIError has one)
                 raise GpuSchedulerMetadataError(
                     f"cannot reach the metadata database of connection {self.gpu_scheduler_conn_id!r} "
-                    f"({url.render_as_string(hide_password=True)}): {type(error.orig or error).__name__}: "
-                    f"{str(error.orig or error).strip().splitlines()[0] if str(error.orig or error).strip() else ''}"
+                    f"({url.render_as_string(hide_password=True)}): {type(cause).__name__}: "
+                    f"{str(cause).strip().splitlines()[0] if str(cause).strip() else ''}"
                 ) from None
             self._engine = engine
         return self._engine

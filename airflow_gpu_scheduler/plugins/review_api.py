@@ -216,7 +216,7 @@ def get_utilization(session: SessionDep, hours: Annotated[float, Query(gt=0, le=
     capacity = {name: int(spec["count"]) for name, spec in (cluster or {}).get("gpu_types", {}).items()}
     rows = hook.gpu_pool_intervals(now - hours * 3600.0, conn=conn)
     intervals = [GpuInterval(t, r["gpus"], r["start_s"], r["end_s"]) for r in rows
-                 if (t := gpu_type_of_pool(r["pool"])) in capacity]
+                 if (t := gpu_type_of_pool(r["pool"])) is not None and t in capacity]
     since = max(now - hours * 3600.0, min((i.start_s for i in intervals), default=now) - 60.0)
     bucket = max(10.0, math.ceil((now - since) / 60.0 / 10.0) * 10.0)
     buckets = realized_utilization(intervals, capacity, since, now, bucket) if capacity else []

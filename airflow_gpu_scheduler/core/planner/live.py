@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from airflow_gpu_scheduler.core.levers import (
     INTAKE_POOL,
@@ -28,11 +29,14 @@ from airflow_gpu_scheduler.core.levers import (
 from airflow_gpu_scheduler.core.planner.lookahead import SampledFuture, Started
 from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, runtime_s
 
+if TYPE_CHECKING:  # the policies import the planner: a runtime import here would be a cycle
+    from airflow_gpu_scheduler.core.policies.base import Policy
+
 #: The rules a plan may name (``Plan.rule``).
 RULES = ("backfill",)
 
 
-def make_rule(name: str):
+def make_rule(name: str) -> Policy:
     """A fresh instance of the dispatch rule ``name`` (a policy: ``decide(ClusterState)``)."""
     if name == "backfill":
         from airflow_gpu_scheduler.core.policies.backfill import EasyBackfillPolicy
@@ -69,10 +73,10 @@ def rule_levers(name: str, cluster: Cluster, waiting: Sequence[Job], running: Se
         if job.is_streaming:
             streaming[gpu_type] += job.gpus
     slots: dict[str, int] = {INTAKE_POOL: 0}
-    for gpu_type in cluster.gpu_types:
-        held = min(gpu_type.count, streaming[gpu_type.name])
-        slots[pool_name(gpu_type.name)] = gpu_type.count - held
-        slots[pool_name(gpu_type.name, streaming=True)] = held
+    for gpu in cluster.gpu_types:
+        held = min(gpu.count, streaming[gpu.name])
+        slots[pool_name(gpu.name)] = gpu.count - held
+        slots[pool_name(gpu.name, streaming=True)] = held
     return Levers(slots, assignments)
 
 

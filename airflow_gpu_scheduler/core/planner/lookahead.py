@@ -66,7 +66,8 @@ class StreamingDemand:
         if not self.seen or self.window_s <= 0:
             return ()
         rate = len(self.seen) / self.window_s
-        out, t = [], now_s
+        out: list[Job] = []
+        t = now_s
         while True:
             t += rng.expovariate(rate)
             if t >= now_s + lookahead_s:

@@ -14,6 +14,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from airflow_gpu_scheduler.core.planner.candidates import Candidate
 from airflow_gpu_scheduler.core.planner.grid import Capacity
@@ -22,6 +23,14 @@ from airflow_gpu_scheduler.core.workload import Job
 
 #: HiGHS is only started if at least this much of the cycle's budget is left after building the model.
 MIN_SOLVE_S = 0.05
+
+
+class ModelSize(TypedDict):
+    """The size fields of a :class:`~airflow_gpu_scheduler.core.planner.plan.SolveReport`."""
+
+    variables: int
+    constraints: int
+    nonzeros: int
 
 
 @dataclass
@@ -38,7 +47,7 @@ class SolveStats:
     last_status: str = ""
     message: str = ""
 
-    def size(self) -> dict[str, int]:
+    def size(self) -> ModelSize:
         return {"variables": self.variables, "constraints": self.constraints, "nonzeros": self.nonzeros}
 
 
@@ -133,10 +142,10 @@ def solve_subproblem(
         m.start[key].value = 0
     before = 0.0
     for j in free_jobs:
-        c = incumbent.get(j)
-        if c is not None:
-            m.start[j, candidates[j].index(c)].value = 1
-            before += c.coefficient
+        warm = incumbent.get(j)
+        if warm is not None:
+            m.start[j, candidates[j].index(warm)].value = 1
+            before += warm.coefficient
     build_s = time.perf_counter() - t0
     stats.build_s += build_s
     stats.variables, stats.constraints, stats.nonzeros = (max(stats.variables, len(index)),

@@ -39,12 +39,12 @@ def projected_plan(rule, cluster: Cluster, queued: Sequence[Job], running: Seque
     # The rule sees what batch work may use: the part of the reservation that running endpoints
     # do not cover is held by a placeholder that never ends.
     now_running: dict[str, RunningJob] = {}
-    for t in cluster.gpu_types:
-        held = min(t.count, max(0, reserve.get(t.name, 0) - streaming_running[t.name]))
+    for gpu in cluster.gpu_types:
+        held = min(gpu.count, max(0, reserve.get(gpu.name, 0) - streaming_running[gpu.name]))
         if held:
-            placeholder = Job(f"{RESERVED}{t.name}", now_s, JobKind.BATCH_INFERENCE, held, estimate_s=_NEVER_S,
-                              gpu_types=(t.name,))
-            now_running[placeholder.job_id] = RunningJob(placeholder, t.name, now_s)
+            placeholder = Job(f"{RESERVED}{gpu.name}", now_s, JobKind.BATCH_INFERENCE, held, estimate_s=_NEVER_S,
+                              gpu_types=(gpu.name,))
+            now_running[placeholder.job_id] = RunningJob(placeholder, gpu.name, now_s)
     ends: list[tuple[float, str]] = []
     for r in running:
         expected = r.start_s + runtime_s(r.job, r.job.planning_estimate_s, cluster.gpu_type(r.gpu_type))

@@ -120,6 +120,7 @@ class RolloutPlanner:
             live = replace(projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until, unreserved,
                                           "backfill_live"), rule="backfill")
         if in_force is not None and in_force.rule and "kept" in wanted:
+            assert live is not None  # made above whenever a rule is in force
             out["kept"] = live  # the rule in force goes on deciding live
         elif in_force is not None and "kept" in wanted:
             waiting = [j.job_id for j in queued]
@@ -129,6 +130,7 @@ class RolloutPlanner:
                 placed = {s.job_id for s in kept}
                 out["kept"] = Plan(now_s, kept, tuple(j for j in waiting if j not in placed), in_force.report, reserve)
         if "backfill_live" in wanted:
+            assert live is not None  # made above whenever it is wanted
             out["backfill_live"] = live
         if "backfill" in wanted:
             out["backfill"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until, reserve,

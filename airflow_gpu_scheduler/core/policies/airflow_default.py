@@ -26,7 +26,7 @@ def airflow_weight(priority: float) -> int:
 
 class AirflowDefaultPolicy:
     name = "airflow"
-    cadence_s = None
+    cadence_s: float | None = None
 
     def decide(self, state: ClusterState) -> Decision:
         assignments = {

@@ -23,7 +23,7 @@ from airflow_gpu_scheduler.core.workload import Job, allowed_types, expected_end
 
 class EasyBackfillPolicy:
     name = "backfill"
-    cadence_s = None
+    cadence_s: float | None = None
 
     def decide(self, state: ClusterState) -> Decision:
         cluster, now = state.cluster, state.now_s

@@ -13,7 +13,7 @@ from airflow_gpu_scheduler.core.policies.base import ClusterState, Decision, arr
 
 class FifoPolicy:
     name = "fifo"
-    cadence_s = None
+    cadence_s: float | None = None
 
     def decide(self, state: ClusterState) -> Decision:
         free = free_gpus(state)

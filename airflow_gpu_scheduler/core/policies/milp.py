@@ -29,7 +29,7 @@ SIMULATION_CONFIG = PlannerConfig(time_limit_s=20.0, window_time_limit_s=10.0)
 class MilpPolicy:
     name = "milp"
     #: Asked at every event: applying the plan in force must not wait for the next solve.
-    cadence_s = None
+    cadence_s: float | None = None
 
     def __init__(self, config: PlannerConfig | None = None, solve_every_s: float = 60.0,
                  min_interval_s: float = 300.0, release_ahead_s: float = 0.0, release_next: bool = True,

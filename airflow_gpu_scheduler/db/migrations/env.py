@@ -25,6 +25,7 @@ def run_migrations_offline() -> None:
 
 def run_migrations_online() -> None:
     connectable = context.config.attributes.get("connection", None) or settings.engine
+    assert connectable is not None  # Airflow configures its engine before it runs the migrations
     with connectable.connect() as connection:
         context.configure(
             connection=connection,
