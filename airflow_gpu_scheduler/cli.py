@@ -73,8 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def outputs(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--policies", type=_policies, default=list(BENCHMARK_POLICIES),
-                       help="comma-separated (default: all; clairvoyant is a yardstick that knows the future)")
+        p.add_argument(
+            "--policies",
+            type=_policies,
+            default=list(BENCHMARK_POLICIES),
+            help="comma-separated (default: all; clairvoyant is a yardstick that knows the future)",
+        )
         p.add_argument("--json", type=Path, help="write the results as JSON here")
         p.add_argument("--schedule", type=Path, help="write every job's outcome under every policy as CSV here")
         p.add_argument("--plots", type=Path, help="write PNG charts (utilization, Gantt) into this directory")
@@ -93,8 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--jobs", type=Path, required=True, help="jobs CSV")
     replay.add_argument("--cluster", type=Path, required=True, help="cluster JSON")
     replay.add_argument("--horizon-s", type=float, help="evaluation window (default: last submit + longest job)")
-    replay.add_argument("--seeds", type=_seeds, help="re-sample the estimate errors (~20 %% log-normal) of jobs whose "
-                        "file gives no estimate_s, once per seed; the file's own estimates are kept")
+    replay.add_argument(
+        "--seeds",
+        type=_seeds,
+        help="re-sample the estimate errors (~20 %% log-normal) of jobs whose "
+        "file gives no estimate_s, once per seed; the file's own estimates are kept",
+    )
     outputs(replay)
 
     scale = sub.add_parser("scale", help="plan one cycle of growing queues: time, model size, gap to the LP bound")
@@ -104,11 +112,18 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--json", type=Path, help="write the rows as JSON here")
     scale.add_argument("--plots", type=Path, help="write scale.png (time and gap against queue size) here")
 
-    demo = sub.add_parser("demo", help="start an embedded Airflow with the provider and run a workload",
-                          description="Start an embedded Airflow (SQLite, LocalExecutor) with the provider, run the "
-                                      "same GPU workload with Airflow alone and with the plan, and print what ran.")
-    demo.add_argument("--home", type=Path, default=Path(".airflow-demo"),
-                      help="AIRFLOW_HOME of the demo, wiped at start (default: .airflow-demo)")
+    demo = sub.add_parser(
+        "demo",
+        help="start an embedded Airflow with the provider and run a workload",
+        description="Start an embedded Airflow (SQLite, LocalExecutor) with the provider, run the "
+        "same GPU workload with Airflow alone and with the plan, and print what ran.",
+    )
+    demo.add_argument(
+        "--home",
+        type=Path,
+        default=Path(".airflow-demo"),
+        help="AIRFLOW_HOME of the demo, wiped at start (default: .airflow-demo)",
+    )
     demo.add_argument("--port", type=_port, default=8080, help="UI/API port; a free one if taken (default: 8080)")
     demo.add_argument("--exit", action="store_true", help="stop Airflow after printing the summary")
     return parser
@@ -154,9 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_summary(summaries)
     print(f"\n{len(scenarios)} scenario run(s) x {len(args.policies)} policies in {elapsed:.0f} s")
     if args.json:
-        data = {"summary": {s.name: s.as_dict() for s in summaries},
-                "runs": [{"scenario": r.scenario.name, **r.as_dict()} for r in reports],
-                "elapsed_s": round(elapsed, 1)}
+        data = {
+            "summary": {s.name: s.as_dict() for s in summaries},
+            "runs": [{"scenario": r.scenario.name, **r.as_dict()} for r in reports],
+            "elapsed_s": round(elapsed, 1),
+        }
         args.json.write_text(json.dumps(data, indent=2))
         print(f"JSON: {args.json}")
     if args.markdown:
@@ -180,23 +197,28 @@ def _scale(args: argparse.Namespace) -> int:
     from airflow_gpu_scheduler.core.scale import measure_sizes, write_scale_plot
 
     config = PlannerConfig(time_limit_s=args.budget_s)
-    header = (f"{'jobs':>6} {'GPUs':>5} {'method':>13} {'vars':>7} {'cons':>6} {'nnz':>8} {'subs':>5} "
-              f"{'build':>6} {'handoff':>7} {'solve':>6} {'wall':>6} {'vs greedy':>9} {'vs LP':>7} "
-              f"{'full vars':>9} {'LP s':>6} {'peak MB':>7}")
+    header = (
+        f"{'jobs':>6} {'GPUs':>5} {'method':>13} {'vars':>7} {'cons':>6} {'nnz':>8} {'subs':>5} "
+        f"{'build':>6} {'handoff':>7} {'solve':>6} {'wall':>6} {'vs greedy':>9} {'vs LP':>7} "
+        f"{'full vars':>9} {'LP s':>6} {'peak MB':>7}"
+    )
     print(f"one planning cycle per size, budget {args.budget_s:g} s (sizes: largest sub-MILP; times in s)")
     print(header)
 
     def show(r) -> None:
         gap = f"{r.gap_to_lp_pct:6.2f}%" if r.gap_to_lp_pct is not None else "    n/a"
-        print(f"{r.jobs:>6} {r.gpus:>5} {r.method:>13} {r.variables:>7} {r.constraints:>6} {r.nonzeros:>8} "
-              f"{r.subproblems:>5} {r.build_s:>6.2f} {r.handoff_s:>7.2f} {r.solve_s:>6.2f} {r.wall_s:>6.2f} "
-              f"{r.vs_greedy_pct:>+8.2f}% {gap} {r.full_variables:>9} {r.lp_bound_s:>6.1f} {r.peak_rss_mb:>7.0f}",
-              flush=True)
+        print(
+            f"{r.jobs:>6} {r.gpus:>5} {r.method:>13} {r.variables:>7} {r.constraints:>6} {r.nonzeros:>8} "
+            f"{r.subproblems:>5} {r.build_s:>6.2f} {r.handoff_s:>7.2f} {r.solve_s:>6.2f} {r.wall_s:>6.2f} "
+            f"{r.vs_greedy_pct:>+8.2f}% {gap} {r.full_variables:>9} {r.lp_bound_s:>6.1f} {r.peak_rss_mb:>7.0f}",
+            flush=True,
+        )
 
     rows = measure_sizes(args.jobs, args.seed, config, on_done=show)
     if args.json:
-        args.json.write_text(json.dumps({"budget_s": args.budget_s, "seed": args.seed,
-                                         "rows": [r.to_dict() for r in rows]}, indent=2))
+        args.json.write_text(
+            json.dumps({"budget_s": args.budget_s, "seed": args.seed, "rows": [r.to_dict() for r in rows]}, indent=2)
+        )
         print(f"JSON: {args.json}")
     if args.plots:
         for path in write_scale_plot(rows, args.plots):
@@ -226,8 +248,9 @@ def _run_with_progress(scenarios: list[Scenario], policies: list[str], with_boun
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     total = len(scenarios) * (len(policies) + int(with_bound))
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=True) as progress:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+    ) as progress:
         task = progress.add_task("simulating", total=total)
 
         def done(label: str) -> None:

@@ -32,39 +32,88 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("metadata_conn_id", "string", "gpu_scheduler_metadata",
-           "Airflow connection to Airflow's own metadata database, which the planner reads and writes "
-           "(type ``gpu_scheduler_metadata``; older ``postgres``/``mysql``/``sqlite`` connections work too)."),
-    Option("cluster_variable", "string", CLUSTER_VARIABLE,
-           "Airflow Variable holding the cluster JSON (GPU types, their GPU counts, speeds and queues)."),
-    Option("planning_budget_s", "float", "2.0",
-           "Wall-clock budget of one planning cycle in seconds (model building and HiGHS); the greedy plan "
-           "is applied when nothing better is found in time.", "10"),
-    Option("planning_step_s", "float", "60.0",
-           "Spacing in seconds of the start times the planner considers near now (it doubles further out). "
-           "Take about a tenth of a typical job's length.", "300"),
-    Option("planning_horizon_s", "float", "86400.0",
-           "How far ahead in seconds the planner places starts; work beyond it waits for a later cycle."),
-    Option("cycle_interval_s", "float", "10.0",
-           "Seconds between full planning cycles inside one run of the planning task when nothing happens "
-           "(each confirms the plan: the planner's heartbeat); arrivals and ends are acted on sooner, see "
-           "watch_interval_s.", "5"),
-    Option("watch_interval_s", "float", "1.0",
-           "Seconds between the planning task's cheap looks at GPU task instances between cycles: a GPU task "
-           "that arrives, starts or ends triggers a cycle at once, which re-applies the current plan (its next "
-           "job on freed GPUs) and re-solves only when the re-planning rule says so.", "0.5"),
-    Option("replan_interval_s", "float", "60.0",
-           "While GPU work keeps arriving and ending, the plan is solved again at least this often; sooner when "
-           "GPUs turn idle that the plan did not expect or a real-time job has no place.", "30"),
-    Option("fail_open_after_s", "float", "300.0",
-           "The fail-open watchdog hands held GPU work back to Airflow's own order after this many seconds "
-           "without an applied plan while work has waited that long."),
-    Option("history_rows", "integer", "2000",
-           "Finished GPU task instances read each cycle to learn missing estimates and to size the streaming "
-           "reservation."),
-    Option("plan_retention_days", "float", "30",
-           "How many days stored plans (``gpu_sched_plan`` and ``gpu_sched_plan_job``) are kept, so plan "
-           "storage stays bounded.", "7"),
+    Option(
+        "metadata_conn_id",
+        "string",
+        "gpu_scheduler_metadata",
+        "Airflow connection to Airflow's own metadata database, which the planner reads and writes "
+        "(type ``gpu_scheduler_metadata``; older ``postgres``/``mysql``/``sqlite`` connections work too).",
+    ),
+    Option(
+        "cluster_variable",
+        "string",
+        CLUSTER_VARIABLE,
+        "Airflow Variable holding the cluster JSON (GPU types, their GPU counts, speeds and queues).",
+    ),
+    Option(
+        "planning_budget_s",
+        "float",
+        "2.0",
+        "Wall-clock budget of one planning cycle in seconds (model building and HiGHS); the greedy plan "
+        "is applied when nothing better is found in time.",
+        "10",
+    ),
+    Option(
+        "planning_step_s",
+        "float",
+        "60.0",
+        "Spacing in seconds of the start times the planner considers near now (it doubles further out). "
+        "Take about a tenth of a typical job's length.",
+        "300",
+    ),
+    Option(
+        "planning_horizon_s",
+        "float",
+        "86400.0",
+        "How far ahead in seconds the planner places starts; work beyond it waits for a later cycle.",
+    ),
+    Option(
+        "cycle_interval_s",
+        "float",
+        "10.0",
+        "Seconds between full planning cycles inside one run of the planning task when nothing happens "
+        "(each confirms the plan: the planner's heartbeat); arrivals and ends are acted on sooner, see "
+        "watch_interval_s.",
+        "5",
+    ),
+    Option(
+        "watch_interval_s",
+        "float",
+        "1.0",
+        "Seconds between the planning task's cheap looks at GPU task instances between cycles: a GPU task "
+        "that arrives, starts or ends triggers a cycle at once, which re-applies the current plan (its next "
+        "job on freed GPUs) and re-solves only when the re-planning rule says so.",
+        "0.5",
+    ),
+    Option(
+        "replan_interval_s",
+        "float",
+        "60.0",
+        "While GPU work keeps arriving and ending, the plan is solved again at least this often; sooner when "
+        "GPUs turn idle that the plan did not expect or a real-time job has no place.",
+        "30",
+    ),
+    Option(
+        "fail_open_after_s",
+        "float",
+        "300.0",
+        "The fail-open watchdog hands held GPU work back to Airflow's own order after this many seconds "
+        "without an applied plan while work has waited that long.",
+    ),
+    Option(
+        "history_rows",
+        "integer",
+        "2000",
+        "Finished GPU task instances read each cycle to learn missing estimates and to size the streaming reservation.",
+    ),
+    Option(
+        "plan_retention_days",
+        "float",
+        "30",
+        "How many days stored plans (``gpu_sched_plan`` and ``gpu_sched_plan_job``) are kept, so plan "
+        "storage stays bounded.",
+        "7",
+    ),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}
 
@@ -78,10 +127,15 @@ def provider_config() -> dict:
     return {
         SECTION: {
             "description": "Settings of the GPU scheduler provider (airflow-gpu-scheduler). Operator arguments "
-                           "override them.",
+            "override them.",
             "options": {
-                o.name: {"description": o.description, "version_added": "0.1.0", "type": o.type,
-                         "example": o.example, "default": o.default}
+                o.name: {
+                    "description": o.description,
+                    "version_added": "0.1.0",
+                    "type": o.type,
+                    "example": o.example,
+                    "default": o.default,
+                }
                 for o in OPTIONS
             },
         }

@@ -70,8 +70,13 @@ def emit_cycle_metrics(summary: Mapping[str, Any], cycle_s: float) -> None:
         return
     held = int(summary.get("held") or 0)
     released = len(summary.get("released") or [])
-    for name, value in (("waiting", summary.get("waiting")), ("held", held), ("released", released),
-                        ("running", summary.get("running")), ("rejected", len(summary.get("rejected") or {}))):
+    for name, value in (
+        ("waiting", summary.get("waiting")),
+        ("held", held),
+        ("released", released),
+        ("running", summary.get("running")),
+        ("rejected", len(summary.get("rejected") or {})),
+    ):
         s.gauge(_name("tasks", name), float(value or 0))
     for gpu_type, busy in (summary.get("gpus_busy") or {}).items():
         s.gauge(_name("gpus", "busy", gpu_type), float(busy))

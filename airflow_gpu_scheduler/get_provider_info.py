@@ -25,12 +25,15 @@ def get_provider_info() -> dict:
             }
         ],
         "operators": [
-            {"integration-name": "GPU Scheduler", "python-modules": ["airflow_gpu_scheduler.operators.schedule",
-                                                                 "airflow_gpu_scheduler.operators.fail_open"]}
+            {
+                "integration-name": "GPU Scheduler",
+                "python-modules": [
+                    "airflow_gpu_scheduler.operators.schedule",
+                    "airflow_gpu_scheduler.operators.fail_open",
+                ],
+            }
         ],
-        "hooks": [
-            {"integration-name": "GPU Scheduler", "python-modules": ["airflow_gpu_scheduler.hooks.metadata"]}
-        ],
+        "hooks": [{"integration-name": "GPU Scheduler", "python-modules": ["airflow_gpu_scheduler.hooks.metadata"]}],
         "connection-types": [
             {
                 "connection-type": CONN_TYPE,

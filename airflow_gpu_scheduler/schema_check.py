@@ -59,8 +59,9 @@ def _release(text: str) -> tuple[int, ...]:
 
 def required_columns(purpose: str = PLANNING) -> dict[str, set[str]]:
     """``{table: columns}`` that ``purpose`` (:data:`PLANNING` or :data:`FAIL_OPEN`) reads or writes."""
-    needed = {t.name: {c.name for c in t.columns} for t in (*AIRFLOW_TABLES.tables.values(),
-                                                             *plan_metadata.tables.values())}
+    needed = {
+        t.name: {c.name for c in t.columns} for t in (*AIRFLOW_TABLES.tables.values(), *plan_metadata.tables.values())
+    }
     if purpose == FAIL_OPEN:
         for table, columns in _NOT_FOR_FAIL_OPEN.items():
             if columns is None:
@@ -82,16 +83,21 @@ def check_metadata_schema(hook, purpose: str = PLANNING) -> None:
     if not low <= _release(airflow_version) < high:
         raise UnsupportedSchemaError(
             f"refusing to write: Airflow {airflow_version} is not supported by airflow-gpu-scheduler "
-            f"(apache-airflow{SUPPORTED_TEXT}); nothing was written")
+            f"(apache-airflow{SUPPORTED_TEXT}); nothing was written"
+        )
     needed = required_columns(purpose)
     try:
         with hook.get_engine().connect() as conn:
             inspector = inspect(conn)
-            present = {name: {c["name"] for c in columns}
-                       for (_, name), columns in inspector.get_multi_columns(filter_names=list(needed)).items()}
+            present = {
+                name: {c["name"] for c in columns}
+                for (_, name), columns in inspector.get_multi_columns(filter_names=list(needed)).items()
+            }
             revision = _revision(conn, inspector)
     except SQLAlchemyError as error:
-        raise GpuSchedulerMetadataError(f"reading the metadata schema failed: {type(error).__name__}: {error}") from None
+        raise GpuSchedulerMetadataError(
+            f"reading the metadata schema failed: {type(error).__name__}: {error}"
+        ) from None
     missing_tables = sorted(t for t in needed if t not in present)
     missing = [f"{t}.{c}" for t in sorted(needed) if t in present for c in sorted(needed[t] - present[t])]
     database = f" (metadata database at revision {revision})" if revision else ""
@@ -99,13 +105,15 @@ def check_metadata_schema(hook, purpose: str = PLANNING) -> None:
     if missing_tables and set(missing_tables) <= plan_tables and not missing:
         raise UnsupportedSchemaError(
             f"refusing to write: the provider's tables {', '.join(missing_tables)} are missing on Airflow "
-            f"{airflow_version}{database}; run 'airflow db migrate' (Airflow >= 3.2 creates them); nothing was written")
+            f"{airflow_version}{database}; run 'airflow db migrate' (Airflow >= 3.2 creates them); nothing was written"
+        )
     if missing_tables or missing:
         what = ", ".join([*(f"table {t}" for t in missing_tables), *(f"column {c}" for c in missing)])
         raise UnsupportedSchemaError(
             f"refusing to write: Airflow {airflow_version}{database} has no {what}, which the GPU scheduler's "
             f"{purpose} uses; this provider knows the schema of apache-airflow{SUPPORTED_TEXT}. Nothing was written; "
-            "held GPU work is left to the fail-open watchdog")
+            "held GPU work is left to the fail-open watchdog"
+        )
 
 
 def _revision(conn, inspector) -> str | None:

@@ -31,13 +31,41 @@ def work(**context) -> float:
 
 
 for spec in KINDS.values():
-    with DAG(dag_id(spec.kind, planned=True), schedule=None, start_date=START, catchup=False,
-             tags=["gpu-scheduler", "demo"], description=f"demo: {spec.kind.value} planned by the provider"):
-        task(work, task_id=spec.task_id, **gpu_task(
-            spec.kind, spec.gpus, gpu_types=[GPU_TYPE], estimate=spec.estimate_s, priority=spec.priority,
-            deadline=spec.deadline_s, max_wait=spec.max_wait_s))()
+    with DAG(
+        dag_id(spec.kind, planned=True),
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        tags=["gpu-scheduler", "demo"],
+        description=f"demo: {spec.kind.value} planned by the provider",
+    ):
+        task(
+            work,
+            task_id=spec.task_id,
+            **gpu_task(
+                spec.kind,
+                spec.gpus,
+                gpu_types=[GPU_TYPE],
+                estimate=spec.estimate_s,
+                priority=spec.priority,
+                deadline=spec.deadline_s,
+                max_wait=spec.max_wait_s,
+            ),
+        )()
 
-    with DAG(dag_id(spec.kind, planned=False), schedule=None, start_date=START, catchup=False,
-             tags=["gpu-scheduler", "demo"], description=f"demo: {spec.kind.value} dispatched by Airflow alone"):
-        task(work, task_id=spec.task_id, pool=ALONE_POOL, pool_slots=spec.gpus,
-             priority_weight=round(spec.priority * 100), weight_rule="absolute")()
+    with DAG(
+        dag_id(spec.kind, planned=False),
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        tags=["gpu-scheduler", "demo"],
+        description=f"demo: {spec.kind.value} dispatched by Airflow alone",
+    ):
+        task(
+            work,
+            task_id=spec.task_id,
+            pool=ALONE_POOL,
+            pool_slots=spec.gpus,
+            priority_weight=round(spec.priority * 100),
+            weight_rule="absolute",
+        )()

@@ -11,7 +11,8 @@ triggered with ``{"repeat_for_s": 0}`` plans once, which checks a new set-up.
 
 ``gpu_scheduler_watchdog`` is a separate DAG on purpose: if the planning task crashes every
 run, hangs, or its DAG is paused, the watchdog still runs, and after ``fail_open_after_s`` (five
-minutes by default) without a plan it hands held GPU work back to Airflow's own order (see docs/operations.md, "Reliability").
+minutes by default) without a plan it hands held GPU work back to Airflow's own order (see docs/operations.md,
+"Reliability").
 """
 
 from __future__ import annotations

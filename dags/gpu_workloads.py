@@ -23,16 +23,26 @@ with DAG("example_gpu_training", schedule=None, start_date=START, catchup=False,
     BashOperator(
         task_id="finetune_llm",
         bash_command="echo 'fine-tuning on 4 GPUs'; sleep 40",
-        **gpu_task("training", gpus=4, gpu_types=["h100"], estimate=timedelta(seconds=42), priority=10.0,
-                   deadline=timedelta(minutes=10)),
+        **gpu_task(
+            "training",
+            gpus=4,
+            gpu_types=["h100"],
+            estimate=timedelta(seconds=42),
+            priority=10.0,
+            deadline=timedelta(minutes=10),
+        ),
     )
 
 # Real-time inference: must start within seconds of arriving; 1 GPU of any type.
-with DAG("example_gpu_realtime_inference", schedule=None, start_date=START, catchup=False,
-         tags=["gpu-scheduler", "example"]):
+with DAG(
+    "example_gpu_realtime_inference", schedule=None, start_date=START, catchup=False, tags=["gpu-scheduler", "example"]
+):
 
-    @task(**gpu_task("realtime_inference", gpus=1, estimate=timedelta(seconds=20), priority=5.0,
-                     max_wait=timedelta(seconds=30)))
+    @task(
+        **gpu_task(
+            "realtime_inference", gpus=1, estimate=timedelta(seconds=20), priority=5.0, max_wait=timedelta(seconds=30)
+        )
+    )
     def serve_burst() -> str:
         time.sleep(18)
         return "served"
@@ -40,8 +50,9 @@ with DAG("example_gpu_realtime_inference", schedule=None, start_date=START, catc
     serve_burst()
 
 # Batch inference: 2 GPUs, any type, a mapped task scoring shards.
-with DAG("example_gpu_batch_inference", schedule=None, start_date=START, catchup=False,
-         tags=["gpu-scheduler", "example"]):
+with DAG(
+    "example_gpu_batch_inference", schedule=None, start_date=START, catchup=False, tags=["gpu-scheduler", "example"]
+):
 
     @task(**gpu_task("batch_inference", gpus=2, estimate=timedelta(seconds=15), priority=2.0))
     def score_shard(shard: int) -> int:
@@ -51,8 +62,7 @@ with DAG("example_gpu_batch_inference", schedule=None, start_date=START, catchup
     score_shard.expand(shard=[0, 1, 2])
 
 # Quantization: many small 1-GPU jobs, low priority; the stream that starves big gangs.
-with DAG("example_gpu_quantization", schedule=None, start_date=START, catchup=False,
-         tags=["gpu-scheduler", "example"]):
+with DAG("example_gpu_quantization", schedule=None, start_date=START, catchup=False, tags=["gpu-scheduler", "example"]):
 
     @task(**gpu_task("quantization", gpus=1, estimate=timedelta(seconds=10), priority=1.0))
     def quantize(model: str) -> str:

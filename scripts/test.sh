@@ -16,7 +16,10 @@ else
   [ "$#" -gt 0 ] || set -- tests
 fi
 mkdir -p artifacts
-# The type check of the package ([tool.mypy] in pyproject.toml) first: a type error fails the run.
+# Lint, format and the type check of the package first ([tool.ruff] and [tool.mypy] in pyproject.toml):
+# any finding fails the run.
+.venv/bin/ruff check . || exit 1
+.venv/bin/ruff format --check . || exit 1
 .venv/bin/mypy || exit 1
 .venv/bin/python -m pytest -p no:cacheprovider -ra --junitxml=artifacts/junit.xml "$@"
 rc=$?

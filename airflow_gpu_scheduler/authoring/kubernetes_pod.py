@@ -60,22 +60,27 @@ def gpu_pod_override(
     try:
         from kubernetes.client import models as k8s
     except ImportError:
-        raise ImportError("gpu_pod_override needs the kubernetes client: pip install "
-                          "'airflow-gpu-scheduler[kubernetes]' (or apache-airflow-providers-cncf-kubernetes)") from None
+        raise ImportError(
+            "gpu_pod_override needs the kubernetes client: pip install "
+            "'airflow-gpu-scheduler[kubernetes]' (or apache-airflow-providers-cncf-kubernetes)"
+        ) from None
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
         raise ValueError(f"gpus must be a positive integer, got {gpus!r}")
     if not isinstance(gpu_type, str) or not gpu_type:
         raise ValueError(f"gpu_type must be a non-empty string, got {gpu_type!r}")
     amount = {GPU_RESOURCE: str(gpus)}
-    tolerations = [k8s.V1Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule")] if tolerate_gpu_taint \
-        else None
+    tolerations = (
+        [k8s.V1Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule")] if tolerate_gpu_taint else None
+    )
     return k8s.V1Pod(
         spec=k8s.V1PodSpec(
             node_selector=dict(node_selector) if node_selector else {GPU_PRODUCT_LABEL: gpu_type},
             tolerations=tolerations,
-            containers=[k8s.V1Container(
-                name=BASE_CONTAINER,
-                resources=k8s.V1ResourceRequirements(requests=amount, limits=dict(amount)),
-            )],
+            containers=[
+                k8s.V1Container(
+                    name=BASE_CONTAINER,
+                    resources=k8s.V1ResourceRequirements(requests=amount, limits=dict(amount)),
+                )
+            ],
         )
     )

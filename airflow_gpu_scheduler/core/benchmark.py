@@ -121,8 +121,16 @@ def schedule_rows(reports: Sequence[ScenarioReport]):
     for report in reports:
         for policy, outcomes in report.outcomes.items():
             for o in outcomes.values():
-                yield (policy, o.job_id, o.gpu_type, o.submit_s, o.start_s, o.end_s, report.scenario.name,
-                       report.scenario.seed)
+                yield (
+                    policy,
+                    o.job_id,
+                    o.gpu_type,
+                    o.submit_s,
+                    o.start_s,
+                    o.end_s,
+                    report.scenario.name,
+                    report.scenario.seed,
+                )
 
 
 # --------------------------------------------------------------------------- over seeds
@@ -151,8 +159,15 @@ class Spread:
 
 
 #: Metrics summarized over seeds (PolicyMetrics fields that are numbers).
-SUMMARY_METRICS = ("utilization", "weighted_goodput", "weighted_output", "streaming_p95_wait_s",
-                   "deadline_hit_rate", "max_wait_s", "plan_p95_s")
+SUMMARY_METRICS = (
+    "utilization",
+    "weighted_goodput",
+    "weighted_output",
+    "streaming_p95_wait_s",
+    "deadline_hit_rate",
+    "max_wait_s",
+    "plan_p95_s",
+)
 
 
 @dataclass(frozen=True)
@@ -202,8 +217,9 @@ class ScenarioSummary:
         }
 
 
-def summarize(reports: Sequence[ScenarioReport], ours: str = "milp",
-              metric: str = RANKING_METRIC) -> list[ScenarioSummary]:
+def summarize(
+    reports: Sequence[ScenarioReport], ours: str = "milp", metric: str = RANKING_METRIC
+) -> list[ScenarioSummary]:
     """Group runs by scenario (in first-seen order) and summarize each over its seeds."""
     groups: dict[str, list[ScenarioReport]] = {}
     for report in reports:
@@ -211,8 +227,10 @@ def summarize(reports: Sequence[ScenarioReport], ours: str = "milp",
     out = []
     for name, runs in groups.items():
         policies = list(runs[0].metrics)
-        spreads = {p: {m: Spread.of(getattr(r.metrics[p], m) for r in runs if p in r.metrics)
-                       for m in SUMMARY_METRICS} for p in policies}
+        spreads = {
+            p: {m: Spread.of(getattr(r.metrics[p], m) for r in runs if p in r.metrics) for m in SUMMARY_METRICS}
+            for p in policies
+        }
         versus = closes = None
         others = [p for p in policies if p != ours and p not in YARDSTICKS]
         if ours in policies and others:
@@ -224,8 +242,9 @@ def summarize(reports: Sequence[ScenarioReport], ours: str = "milp",
                 if rival is not None and ours in r.metrics:
                     deltas.append((pct(getattr(r.metrics[ours], metric), getattr(rival[1], metric)), r.scenario.seed))
             worst = min(deltas, default=(0.0, None))
-            versus = Versus(best, pct(mean[ours], mean[best]), sum(d >= -1e-9 for d, _ in deltas), len(deltas),
-                            worst[0], worst[1])
+            versus = Versus(
+                best, pct(mean[ours], mean[best]), sum(d >= -1e-9 for d, _ in deltas), len(deltas), worst[0], worst[1]
+            )
             if "clairvoyant" in policies:
                 room = mean["clairvoyant"] - mean[best]
                 closes = (mean[ours] - mean[best]) / room if room > 0 else None

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 from airflow_gpu_scheduler.core.workload import Cluster, Job, allowed_types, runtime_s
 
-
 #: Capacity is checked over windows of one and of two slots: two-slot windows hold every
 #: job shorter than a slot whole, whatever its start, which one-slot windows cannot see.
 WINDOWS = (1, 2)
@@ -59,8 +58,14 @@ class BoundResult:
     integral: bool
 
 
-def upper_bound(cluster: Cluster, jobs: Sequence[Job], horizon_s: float, slot_s: float | None = None,
-                integral: bool = False, time_limit_s: float = 120.0) -> BoundResult:
+def upper_bound(
+    cluster: Cluster,
+    jobs: Sequence[Job],
+    horizon_s: float,
+    slot_s: float | None = None,
+    integral: bool = False,
+    time_limit_s: float = 120.0,
+) -> BoundResult:
     """LP bound (or, with ``integral=True`` on tiny instances, the MILP of the same relaxation)."""
     import highspy
     import numpy as np
@@ -131,8 +136,7 @@ def upper_bound(cluster: Cluster, jobs: Sequence[Job], horizon_s: float, slot_s:
     for name, entries in volume.items():
         add_le_row(h, entries, cluster.gpu_type(name).count * horizon_s)
     if integral:
-        h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
-                                np.array([highspy.HighsVarType.kInteger] * n))
+        h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.array([highspy.HighsVarType.kInteger] * n))
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
     info = h.getInfo()

@@ -39,27 +39,44 @@ class FollowPlanPolicy:
         return Decision(levers, wake_at_s=min(upcoming, default=None))
 
 
-def predict_plan_vs_airflow(cluster: Cluster, queued: Sequence[Job], running: Sequence[RunningJob],
-                            now_s: float, plan: Plan, window_s: float = DEFAULT_WINDOW_S) -> dict[str, object]:
+def predict_plan_vs_airflow(
+    cluster: Cluster,
+    queued: Sequence[Job],
+    running: Sequence[RunningJob],
+    now_s: float,
+    plan: Plan,
+    window_s: float = DEFAULT_WINDOW_S,
+) -> dict[str, object]:
     """``{"window_s", "plan": {...}, "airflow": {...}}`` with utilization and weighted output of each."""
     window = window_s
 
     def shifted(job: Job) -> Job:
         # Estimates stand in for durations; the queue is all there at time 0.
-        return replace(job, submit_s=0.0, duration_s=job.planning_estimate_s,
-                       deadline_s=None if job.deadline_s is None else max(job.deadline_s - now_s, 1e-3))
+        return replace(
+            job,
+            submit_s=0.0,
+            duration_s=job.planning_estimate_s,
+            deadline_s=None if job.deadline_s is None else max(job.deadline_s - now_s, 1e-3),
+        )
 
     jobs = [shifted(j) for j in queued]
     started = [replace(r, job=shifted(r.job), start_s=r.start_s - now_s) for r in running]
-    shifted_plan = replace(plan, now_s=0.0, starts=tuple(replace(s, start_s=s.start_s - now_s, end_s=s.end_s - now_s)
-                                                         for s in plan.starts))
+    shifted_plan = replace(
+        plan, now_s=0.0, starts=tuple(replace(s, start_s=s.start_s - now_s, end_s=s.end_s - now_s) for s in plan.starts)
+    )
     # Airflow alone has one pool per GPU type: what runs now, real-time inference included,
     # holds slots of that pool (the plan's side keeps them in the streaming pools they are in).
     alone = {r.job.job_id: pool_name(r.gpu_type) for r in running}
     out: dict[str, object] = {"window_s": window}
-    for name, policy, pools in (("plan", FollowPlanPolicy(shifted_plan), None),
-                                ("airflow", AirflowDefaultPolicy(), alone)):
+    for name, policy, pools in (
+        ("plan", FollowPlanPolicy(shifted_plan), None),
+        ("airflow", AirflowDefaultPolicy(), alone),
+    ):
         metrics = evaluate(simulate(cluster, jobs, policy, window, running_at_start=started, running_pools=pools))
-        out[name] = {"utilization": metrics.utilization, "weighted_output": metrics.weighted_output,
-                     "max_wait_s": metrics.max_wait_s, "deadline_hit_rate": metrics.deadline_hit_rate}
+        out[name] = {
+            "utilization": metrics.utilization,
+            "weighted_output": metrics.weighted_output,
+            "max_wait_s": metrics.max_wait_s,
+            "deadline_hit_rate": metrics.deadline_hit_rate,
+        }
     return out

@@ -173,8 +173,11 @@ def levers_for_plan(
     later: list[tuple[int, Job]] = []
 
     def release(job: Job, start: PlannedStart) -> None:
-        assignments[job.job_id] = Assignment(pool_name(start.gpu_type, job.is_streaming), plan_weight(start.rank),
-                                             executor_queue(cluster.gpu_type(start.gpu_type)))
+        assignments[job.job_id] = Assignment(
+            pool_name(start.gpu_type, job.is_streaming),
+            plan_weight(start.rank),
+            executor_queue(cluster.gpu_type(start.gpu_type)),
+        )
         claimed[start.gpu_type] += job.gpus
         if job.is_streaming:
             streaming_due[start.gpu_type] += job.gpus
@@ -194,8 +197,9 @@ def levers_for_plan(
                 later.append((start.rank, job))
     if release_next:
         free = {t.name: t.count - batch_running[t.name] - streaming_running[t.name] for t in cluster.gpu_types}
-        unmet = {t.name: max(0, plan.streaming_reserve.get(t.name, 0) - streaming_running[t.name])
-                 for t in cluster.gpu_types}
+        unmet = {
+            t.name: max(0, plan.streaming_reserve.get(t.name, 0) - streaming_running[t.name]) for t in cluster.gpu_types
+        }
         blocked: set[str] = set()
         for _, job in sorted(later, key=lambda item: item[0]):
             start = planned[job.job_id]
@@ -215,14 +219,20 @@ def levers_for_plan(
     slots: dict[str, int] = {INTAKE_POOL: 0}
     for gpu_type in cluster.gpu_types:
         name = gpu_type.name
-        batch, streaming = split_pools(gpu_type.count, plan.streaming_reserve.get(name, 0), batch_running[name],
-                                       streaming_running[name], streaming_due[name])
+        batch, streaming = split_pools(
+            gpu_type.count,
+            plan.streaming_reserve.get(name, 0),
+            batch_running[name],
+            streaming_running[name],
+            streaming_due[name],
+        )
         slots[pool_name(name)], slots[pool_name(name, streaming=True)] = batch, streaming
     return Levers(slots, assignments)
 
 
-def split_pools(count: int, reserve: int, batch_running: int, streaming_running: int,
-                streaming_due: int) -> tuple[int, int]:
+def split_pools(
+    count: int, reserve: int, batch_running: int, streaming_running: int, streaming_due: int
+) -> tuple[int, int]:
     """(batch, streaming) pool slots of one GPU type: the streaming pool keeps the reservation (or
     what endpoints hold and wait for), never more than batch work leaves; together never more than
     the GPUs that exist.
@@ -240,11 +250,18 @@ def split_pools(count: int, reserve: int, batch_running: int, streaming_running:
     return batch, streaming
 
 
-def endpoint_type(job: Job, cluster: Cluster, batch_running: Mapping[str, int], streaming_running: Mapping[str, int],
-                  claimed: Mapping[str, int]) -> str:
+def endpoint_type(
+    job: Job,
+    cluster: Cluster,
+    batch_running: Mapping[str, int],
+    streaming_running: Mapping[str, int],
+    claimed: Mapping[str, int],
+) -> str:
     """Where an endpoint no plan has placed yet goes: the allowed type with the most GPUs free, then the fastest."""
-    return max(allowed_types(job, cluster), key=lambda t: (
-        t.count - batch_running[t.name] - streaming_running[t.name] - claimed[t.name], t.speed)).name
+    return max(
+        allowed_types(job, cluster),
+        key=lambda t: (t.count - batch_running[t.name] - streaming_running[t.name] - claimed[t.name], t.speed),
+    ).name
 
 
 def default_levers(cluster: Cluster) -> dict[str, int]:

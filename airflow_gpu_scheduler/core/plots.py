@@ -10,13 +10,16 @@ from typing import cast
 from airflow_gpu_scheduler.core.benchmark import ScenarioReport
 
 #: matplotlib is an optional dependency (with its own dependencies it is large): the ``plots`` extra.
-MISSING_MATPLOTLIB = ("--plots needs matplotlib, which is not installed; install the plots extra: "
-                      "pip install 'airflow-gpu-scheduler[plots]'")
+MISSING_MATPLOTLIB = (
+    "--plots needs matplotlib, which is not installed; install the plots extra: "
+    "pip install 'airflow-gpu-scheduler[plots]'"
+)
 
 
 def matplotlib_missing() -> str | None:
     """Why PNG charts cannot be drawn here (the install command to fix it), or ``None`` if they can."""
     return MISSING_MATPLOTLIB if importlib.util.find_spec("matplotlib") is None else None
+
 
 KIND_COLORS = {
     "training": "#4C72B0",
@@ -62,8 +65,13 @@ def write_plots(reports: Sequence[ScenarioReport], directory: Path) -> list[Path
             xs, ys = busy_profile(report, policy)
             ax.step(xs, ys, where="post", label=f"{policy} (util {report.metrics[policy].utilization:.2f})")
         ax.axhline(sc.cluster.total_gpus, color="black", linewidth=0.8, linestyle=":")
-        ax.set(xlabel="hours", ylabel="busy GPUs", title=f"{sc.name}: busy GPUs over time",
-               xlim=(0, sc.horizon_s / 3600), ylim=(0, sc.cluster.total_gpus * 1.05))
+        ax.set(
+            xlabel="hours",
+            ylabel="busy GPUs",
+            title=f"{sc.name}: busy GPUs over time",
+            xlim=(0, sc.horizon_s / 3600),
+            ylim=(0, sc.cluster.total_gpus * 1.05),
+        )
         ax.legend(loc="lower right", fontsize=8)
         path = directory / f"{sc.name}-utilization.png"
         fig.tight_layout()
@@ -77,11 +85,13 @@ def write_plots(reports: Sequence[ScenarioReport], directory: Path) -> list[Path
         for t in sc.cluster.gpu_types:
             offsets[t.name] = total
             total += t.count
-        for ax, policy in zip(axes[:, 0], policies):
+        for ax, policy in zip(axes[:, 0], policies, strict=False):
             # Give each job concrete GPU indices within its type (first free), so gangs show as blocks.
             free_at = {t.name: [0.0] * t.count for t in sc.cluster.gpu_types}
-            outcomes = sorted((o for o in report.outcomes[policy].values() if o.start_s is not None),
-                              key=lambda o: cast(float, o.start_s))
+            outcomes = sorted(
+                (o for o in report.outcomes[policy].values() if o.start_s is not None),
+                key=lambda o: cast(float, o.start_s),
+            )
             for o in outcomes:
                 start, gpu_type = o.start_s, o.gpu_type
                 if start is None or gpu_type is None:  # never: filtered above, and a started job has a type
@@ -92,16 +102,20 @@ def write_plots(reports: Sequence[ScenarioReport], directory: Path) -> list[Path
                 chosen = [i for i, t in enumerate(lanes) if t <= start + 1e-6][: job.gpus]
                 for i in chosen:
                     lanes[i] = end
-                    ax.broken_barh([(start / 3600, (end - start) / 3600)],
-                                   (offsets[gpu_type] + i, 0.9), facecolors=KIND_COLORS[job.kind.value])
+                    ax.broken_barh(
+                        [(start / 3600, (end - start) / 3600)],
+                        (offsets[gpu_type] + i, 0.9),
+                        facecolors=KIND_COLORS[job.kind.value],
+                    )
             for name, off in offsets.items():
                 ax.axhline(off, color="grey", linewidth=0.5)
                 ax.text(0, off + 0.5, name, fontsize=7, va="bottom")
             ax.set(ylim=(0, total), ylabel=policy, xlim=(0, sc.horizon_s / 3600))
             ax.set_yticks([])
         axes[-1, 0].set_xlabel("hours")
-        axes[0, 0].legend(handles=[Patch(color=c, label=k) for k, c in KIND_COLORS.items()],
-                          loc="upper right", fontsize=7, ncol=4)
+        axes[0, 0].legend(
+            handles=[Patch(color=c, label=k) for k, c in KIND_COLORS.items()], loc="upper right", fontsize=7, ncol=4
+        )
         fig.suptitle(f"{sc.name}: which GPU ran what, per policy")
         path = directory / f"{sc.name}-gantt.png"
         fig.tight_layout()

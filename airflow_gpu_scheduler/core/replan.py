@@ -51,8 +51,14 @@ class ReplanRule:
         solves at the operator's cadence, and what made it want to is remembered until then.
     """
 
-    def __init__(self, early_s: float = 60.0, min_interval_s: float = 300.0, release_ahead_s: float = 0.0,
-                 release_next: bool = False, min_gap_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        early_s: float = 60.0,
+        min_interval_s: float = 300.0,
+        release_ahead_s: float = 0.0,
+        release_next: bool = False,
+        min_gap_s: float = 0.0,
+    ) -> None:
         self.early_s = early_s
         self.min_interval_s = min_interval_s
         self.release_ahead_s = release_ahead_s
@@ -67,8 +73,9 @@ class ReplanRule:
 
     # ------------------------------------------------------------------ the rule
 
-    def decide(self, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob],
-               now_s: float) -> ReplanDecision:
+    def decide(
+        self, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float
+    ) -> ReplanDecision:
         """Solve now, or keep applying the plan? Call once per look at the cluster; it remembers what it saw."""
         surprise = self._surprised(cluster, waiting, running, now_s) or self._surprise_pending
         decision = self._decide(cluster, waiting, running, now_s, surprise)
@@ -78,8 +85,9 @@ class ReplanRule:
             return ReplanDecision(False)
         return decision
 
-    def _decide(self, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float,
-                surprise: bool) -> ReplanDecision:
+    def _decide(
+        self, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float, surprise: bool
+    ) -> ReplanDecision:
         changed = _seen(waiting, running) != self._planned_for
         if self.plan is None:
             return ReplanDecision(True, "first")
@@ -113,16 +121,19 @@ class ReplanRule:
             from airflow_gpu_scheduler.core.planner.live import rule_levers
 
             return rule_levers(self.plan.rule, cluster, waiting, running, now_s)
-        due = levers_for_plan(self.plan, cluster, waiting, running, now_s, release_ahead_s=self.release_ahead_s,
-                              release_next=False)
+        due = levers_for_plan(
+            self.plan, cluster, waiting, running, now_s, release_ahead_s=self.release_ahead_s, release_next=False
+        )
         if not self.release_next:
             return due
-        ahead = levers_for_plan(self.plan, cluster, waiting, running, now_s, release_ahead_s=self.release_ahead_s,
-                                release_next=True)
+        ahead = levers_for_plan(
+            self.plan, cluster, waiting, running, now_s, release_ahead_s=self.release_ahead_s, release_next=True
+        )
         # Work the plan has not seen yet may outrank what would be released ahead of its planned
         # start: then only what is due goes, until the next solve places the newcomer.
-        released_ahead = [j.priority for j in waiting
-                          if ahead.assignments[j.job_id].pool != due.assignments[j.job_id].pool]
+        released_ahead = [
+            j.priority for j in waiting if ahead.assignments[j.job_id].pool != due.assignments[j.job_id].pool
+        ]
         known = set(self.plan.by_job()) | set(self.plan.unplanned)
         if released_ahead and any(j.priority > min(released_ahead) for j in waiting if j.job_id not in known):
             return due
@@ -151,15 +162,18 @@ class ReplanRule:
     def _surprised(self, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float) -> bool:
         """Did GPUs free up earlier than expected, or did new work arrive, since the last call?"""
         by_id = {r.job.job_id: r for r in running}
-        early = any(job_id not in by_id and end - now_s > (self.early_s or 0.0)
-                    for job_id, end in self._expected_end.items())
+        early = any(
+            job_id not in by_id and end - now_s > (self.early_s or 0.0) for job_id, end in self._expected_end.items()
+        )
         arrived = self._unseen(waiting)
-        self._expected_end = {job_id: expected_end_s(r, cluster.gpu_type(r.gpu_type), now_s)
-                              for job_id, r in by_id.items()}
+        self._expected_end = {
+            job_id: expected_end_s(r, cluster.gpu_type(r.gpu_type), now_s) for job_id, r in by_id.items()
+        }
         return early or arrived
 
-    def _idle_gpus_fit_held_work(self, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob],
-                                 now_s: float) -> bool:
+    def _idle_gpus_fit_held_work(
+        self, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float
+    ) -> bool:
         """Could a job the plan holds start on GPUs that are idle now, after what the plan releases
         (with ``release_next``, the next job in line takes a GPU that freed early: no surprise)?"""
         assert self.plan is not None

@@ -51,14 +51,18 @@ def versus_line(summary: ScenarioSummary) -> str:
     v = summary.versus
     if v is not None:
         worst = _signed(v.worst_delta_pct) + (f" (seed {v.worst_seed})" if v.worst_seed is not None else "")
-        parts.append(f"goodput vs best other ({v.best_by_mean}): mean {_signed(v.mean_delta_pct)}, "
-                     f"wins {v.wins}/{v.runs}, worst run {worst}")
+        parts.append(
+            f"goodput vs best other ({v.best_by_mean}): mean {_signed(v.mean_delta_pct)}, "
+            f"wins {v.wins}/{v.runs}, worst run {worst}"
+        )
     fifo, ours = summary.spreads.get("fifo"), summary.spreads.get(OURS)
     if fifo and ours and fifo["weighted_goodput"] and ours["weighted_goodput"]:
         util = (_mean(ours["utilization"]) - _mean(fifo["utilization"])) * 100
-        parts.append(f"vs fifo: {util:+.1f} pt util, goodput "
-                     f"{_signed(pct(_mean(ours['weighted_goodput']), _mean(fifo['weighted_goodput'])))}, output "
-                     f"{_signed(pct(_mean(ours['weighted_output']), _mean(fifo['weighted_output'])))}")
+        parts.append(
+            f"vs fifo: {util:+.1f} pt util, goodput "
+            f"{_signed(pct(_mean(ours['weighted_goodput']), _mean(fifo['weighted_goodput'])))}, output "
+            f"{_signed(pct(_mean(ours['weighted_output']), _mean(fifo['weighted_output'])))}"
+        )
     if summary.closes_to_clairvoyant is not None:
         parts.append(f"closes {summary.closes_to_clairvoyant * 100:.0f} % of best other -> clairvoyant")
     return "; ".join(parts)
@@ -69,43 +73,74 @@ def print_summary(summaries: Sequence[ScenarioSummary]) -> None:
     from rich.table import Table
 
     seeds = sorted({r.scenario.seed for s in summaries for r in s.runs if r.scenario.seed is not None})
-    title = ("GPU scheduling policies, same cluster and workload (window [0, horizon])"
-             + (f"; mean ± sd over seeds {seeds}" if len(seeds) > 1 else f"; seed {seeds[0]}" if seeds else ""))
+    title = "GPU scheduling policies, same cluster and workload (window [0, horizon])" + (
+        f"; mean ± sd over seeds {seeds}" if len(seeds) > 1 else f"; seed {seeds[0]}" if seeds else ""
+    )
     table = Table(title=title)
-    for col in ("scenario", "policy", "util", "goodput M", "output M", "% of bound", "stream p95 wait s",
-                "deadline hit", "max wait h", "plan p95 s (max)"):
+    for col in (
+        "scenario",
+        "policy",
+        "util",
+        "goodput M",
+        "output M",
+        "% of bound",
+        "stream p95 wait s",
+        "deadline hit",
+        "max wait h",
+        "plan p95 s (max)",
+    ):
         table.add_column(col, justify="left" if col in ("scenario", "policy") else "right")
     for summary in summaries:
         bound = summary.upper_bound
         for i, (name, spreads) in enumerate(summary.spreads.items()):
             good = spreads["weighted_goodput"]
             of_bound = f"{good.mean / bound.mean * 100:.1f}%" if good and bound and bound.mean > 0 else "-"
-            table.add_row(summary.name if i == 0 else "", f"[bold]{name}[/bold]" if name == OURS else name,
-                          _m(spreads["utilization"], spec=".3f"), _m(good, 1e6), _m(spreads["weighted_output"], 1e6),
-                          of_bound, _m(spreads["streaming_p95_wait_s"], spec=".0f", sd=False),
-                          _m(spreads["deadline_hit_rate"], sd=False), _m(spreads["max_wait_s"], 3600, ".1f", sd=False),
-                          _high(spreads["plan_p95_s"]))
+            table.add_row(
+                summary.name if i == 0 else "",
+                f"[bold]{name}[/bold]" if name == OURS else name,
+                _m(spreads["utilization"], spec=".3f"),
+                _m(good, 1e6),
+                _m(spreads["weighted_output"], 1e6),
+                of_bound,
+                _m(spreads["streaming_p95_wait_s"], spec=".0f", sd=False),
+                _m(spreads["deadline_hit_rate"], sd=False),
+                _m(spreads["max_wait_s"], 3600, ".1f", sd=False),
+                _high(spreads["plan_p95_s"]),
+            )
         table.add_section()
     console = Console(width=200)
     console.print(table)
     for summary in summaries:
         sc = summary.runs[0].scenario
-        console.print(f"{summary.name} ({len(sc.jobs)} jobs, {sc.cluster.total_gpus} GPUs, load "
-                      f"{sc.offered_load:.2f}): {versus_line(summary)}", highlight=False)
+        console.print(
+            f"{summary.name} ({len(sc.jobs)} jobs, {sc.cluster.total_gpus} GPUs, load "
+            f"{sc.offered_load:.2f}): {versus_line(summary)}",
+            highlight=False,
+        )
     wins = [s.versus for s in summaries if s.versus is not None]
     if wins:
         runs = sum(v.runs for v in wins)
-        print(f"milp >= best other policy (weighted goodput): {sum(v.wins for v in wins)} of {runs} runs; "
-              f"mean >= best mean in {sum(v.mean_delta_pct >= -1e-9 for v in wins)} of {len(wins)} scenarios; "
-              f"worst run {min(v.worst_delta_pct for v in wins):+.1f} %")
+        print(
+            f"milp >= best other policy (weighted goodput): {sum(v.wins for v in wins)} of {runs} runs; "
+            f"mean >= best mean in {sum(v.mean_delta_pct >= -1e-9 for v in wins)} of {len(wins)} scenarios; "
+            f"worst run {min(v.worst_delta_pct for v in wins):+.1f} %"
+        )
 
 
 def markdown(summaries: Sequence[ScenarioSummary]) -> str:
     """The headline table: per scenario, each policy's mean goodput and utilization, and milp's record."""
     policies = list(summaries[0].spreads) if summaries else []
-    head = ["scenario", "jobs / GPUs / load"] + [f"{p} goodput M / util" for p in policies] + [
-        "milp vs best other: mean / wins / worst", "milp vs fifo: util / goodput / output",
-        "closes to clairvoyant", "stream p95 s (airflow / milp)", "milp plan p95 s (max)"]
+    head = (
+        ["scenario", "jobs / GPUs / load"]
+        + [f"{p} goodput M / util" for p in policies]
+        + [
+            "milp vs best other: mean / wins / worst",
+            "milp vs fifo: util / goodput / output",
+            "closes to clairvoyant",
+            "stream p95 s (airflow / milp)",
+            "milp plan p95 s (max)",
+        ]
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
         sc = s.runs[0].scenario
@@ -115,13 +150,18 @@ def markdown(summaries: Sequence[ScenarioSummary]) -> str:
             text = f"{_m(g, 1e6)} / {_m(u, spec='.3f', sd=False)}"
             cells.append(f"**{text}**" if p == OURS else text)
         v = s.versus
-        cells.append("-" if v is None else
-                     f"{v.best_by_mean}: {_signed(v.mean_delta_pct)} / {v.wins} of {v.runs} / {_signed(v.worst_delta_pct)}")
+        cells.append(
+            "-"
+            if v is None
+            else f"{v.best_by_mean}: {_signed(v.mean_delta_pct)} / {v.wins} of {v.runs} / {_signed(v.worst_delta_pct)}"
+        )
         fifo, ours = s.spreads.get("fifo"), s.spreads.get(OURS)
         if fifo and ours:
-            cells.append(f"{(_mean(ours['utilization']) - _mean(fifo['utilization'])) * 100:+.1f} pt / "
-                         f"{_signed(pct(_mean(ours['weighted_goodput']), _mean(fifo['weighted_goodput'])))} / "
-                         f"{_signed(pct(_mean(ours['weighted_output']), _mean(fifo['weighted_output'])))}")
+            cells.append(
+                f"{(_mean(ours['utilization']) - _mean(fifo['utilization'])) * 100:+.1f} pt / "
+                f"{_signed(pct(_mean(ours['weighted_goodput']), _mean(fifo['weighted_goodput'])))} / "
+                f"{_signed(pct(_mean(ours['weighted_output']), _mean(fifo['weighted_output'])))}"
+            )
         else:
             cells.append("-")
         cells.append("-" if s.closes_to_clairvoyant is None else f"{s.closes_to_clairvoyant * 100:.0f} %")

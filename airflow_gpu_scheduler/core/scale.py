@@ -37,8 +37,9 @@ def scale_instance(n_jobs: int, seed: int = 0, gpus_per_job: float = 0.5) -> Sca
     """``n_jobs`` queued jobs of all four kinds on ~``gpus_per_job`` x n GPUs, a third of them busy."""
     rng = random.Random(f"scale:{n_jobs}:{seed}")
     total = max(48, round(n_jobs * gpus_per_job))
-    cluster = Cluster(tuple(GpuType(name, max(16, round(total * share)), speed)
-                            for name, share, speed in SCALE_GPU_TYPES))
+    cluster = Cluster(
+        tuple(GpuType(name, max(16, round(total * share)), speed) for name, share, speed in SCALE_GPU_TYPES)
+    )
     now = 6 * HOUR
     queued: list[Job] = []
     for i in range(n_jobs):
@@ -67,8 +68,18 @@ def scale_instance(n_jobs: int, seed: int = 0, gpus_per_job: float = 0.5) -> Sca
         deadline = None
         if kind is JobKind.BATCH_INFERENCE and rng.random() < 0.3:
             deadline = now + rng.uniform(2 * HOUR, 12 * HOUR)
-        queued.append(Job(f"q{i:05d}", round(submit, 1), kind, gpus, estimate_s=round(est, 1), priority=prio,
-                          gpu_types=types, deadline_s=deadline))
+        queued.append(
+            Job(
+                f"q{i:05d}",
+                round(submit, 1),
+                kind,
+                gpus,
+                estimate_s=round(est, 1),
+                priority=prio,
+                gpu_types=types,
+                deadline_s=deadline,
+            )
+        )
     running: list[RunningJob] = []
     for t in cluster.gpu_types:
         busy, k = 0, 0
@@ -122,13 +133,31 @@ def measure_cycle(n_jobs: int, seed: int = 0, config: PlannerConfig | None = Non
     gap = None if bound is None else 100.0 * max(0.0, bound - rep.objective) / max(abs(bound), 1e-9)
     vs_greedy = 100.0 * (rep.objective - rep.greedy_objective) / max(abs(rep.greedy_objective), 1e-9)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    return ScaleRow(n_jobs, inst.cluster.total_gpus, rep.method, rep.status, rep.variables, rep.constraints,
-                    rep.nonzeros, rep.subproblems, rep.build_s, rep.handoff_s, rep.solve_s, rep.wall_s,
-                    rep.objective, rep.greedy_objective, vs_greedy, bound, bound_s, gap, full_vars, peak)
+    return ScaleRow(
+        n_jobs,
+        inst.cluster.total_gpus,
+        rep.method,
+        rep.status,
+        rep.variables,
+        rep.constraints,
+        rep.nonzeros,
+        rep.subproblems,
+        rep.build_s,
+        rep.handoff_s,
+        rep.solve_s,
+        rep.wall_s,
+        rep.objective,
+        rep.greedy_objective,
+        vs_greedy,
+        bound,
+        bound_s,
+        gap,
+        full_vars,
+        peak,
+    )
 
 
-def measure_sizes(sizes: list[int], seed: int = 0, config: PlannerConfig | None = None,
-                  on_done=None) -> list[ScaleRow]:
+def measure_sizes(sizes: list[int], seed: int = 0, config: PlannerConfig | None = None, on_done=None) -> list[ScaleRow]:
     """``measure_cycle`` for each size, each in a fresh spawned process so ``peak_rss_mb`` is that size's own."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -159,18 +188,37 @@ def write_scale_plot(rows: list[ScaleRow], directory) -> list:
     xs = [r.jobs for r in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     prep = [max(0.0, r.wall_s - r.build_s - r.handoff_s - r.solve_s) for r in rows]
-    left.stackplot(xs, prep, [r.build_s for r in rows], [r.handoff_s for r in rows], [r.solve_s for r in rows],
-                   labels=["candidates + greedy plan", "Pyomo build", "hand-off to HiGHS", "HiGHS solve"],
-                   alpha=0.8)
+    left.stackplot(
+        xs,
+        prep,
+        [r.build_s for r in rows],
+        [r.handoff_s for r in rows],
+        [r.solve_s for r in rows],
+        labels=["candidates + greedy plan", "Pyomo build", "hand-off to HiGHS", "HiGHS solve"],
+        alpha=0.8,
+    )
     left.plot(xs, [r.wall_s for r in rows], "k.-", label="cycle wall time")
     left.set_xlabel("queued jobs")
     left.set_ylabel("seconds")
     left.set_title("Planning cycle time")
     left.legend(loc="upper left", fontsize=8)
-    right.plot(xs, [r.gap_to_lp_pct if r.gap_to_lp_pct is not None else float("nan") for r in rows], "o-",
-               label="plan vs LP bound of the full model")
-    right.plot(xs, [100.0 * max(0.0, (r.lp_bound or 0) - r.greedy_objective) / max(r.lp_bound or 1, 1e-9)
-                    if r.lp_bound else float("nan") for r in rows], "s--", label="greedy vs LP bound")
+    right.plot(
+        xs,
+        [r.gap_to_lp_pct if r.gap_to_lp_pct is not None else float("nan") for r in rows],
+        "o-",
+        label="plan vs LP bound of the full model",
+    )
+    right.plot(
+        xs,
+        [
+            100.0 * max(0.0, (r.lp_bound or 0) - r.greedy_objective) / max(r.lp_bound or 1, 1e-9)
+            if r.lp_bound
+            else float("nan")
+            for r in rows
+        ],
+        "s--",
+        label="greedy vs LP bound",
+    )
     right.set_xlabel("queued jobs")
     right.set_ylabel("gap to LP bound, %")
     right.set_title("Plan quality")

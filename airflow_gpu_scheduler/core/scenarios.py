@@ -52,52 +52,101 @@ class _Builder:
         """Log-uniform between low and high: many short, some long (as in the Philly and PAI traces)."""
         return round(math.exp(self.rng.uniform(math.log(low_s), math.log(high_s))), 1)
 
-    def add(self, kind: JobKind, submit_s: float, gpus: int, duration_s: float, priority: float, *,
-            gpu_types: tuple[str, ...] = (), deadline_s: float | None = None, group: str | None = None,
-            declared: bool = True, max_wait_s: float | None = None) -> Job:
+    def add(
+        self,
+        kind: JobKind,
+        submit_s: float,
+        gpus: int,
+        duration_s: float,
+        priority: float,
+        *,
+        gpu_types: tuple[str, ...] = (),
+        deadline_s: float | None = None,
+        group: str | None = None,
+        declared: bool = True,
+        max_wait_s: float | None = None,
+    ) -> Job:
         estimate = None
         if declared:
             estimate = round(duration_s * math.exp(self.rng.gauss(0.0, ESTIMATE_ERROR_SIGMA)), 1)
         job = Job(
-            job_id=f"{kind.value[:5]}-{len(self.jobs):04d}", submit_s=round(submit_s, 1), kind=kind, gpus=gpus,
-            duration_s=duration_s, estimate_s=estimate, priority=priority, gpu_types=gpu_types,
-            deadline_s=deadline_s, group=group, max_wait_s=max_wait_s,
+            job_id=f"{kind.value[:5]}-{len(self.jobs):04d}",
+            submit_s=round(submit_s, 1),
+            kind=kind,
+            gpus=gpus,
+            duration_s=duration_s,
+            estimate_s=estimate,
+            priority=priority,
+            gpu_types=gpu_types,
+            deadline_s=deadline_s,
+            group=group,
+            max_wait_s=max_wait_s,
         )
         self.jobs.append(job)
         return job
 
     # The four kinds with their usual shapes; callers override what their scenario stresses.
-    def training(self, t: float, gpus: int | None = None, low_h: float = 2, high_h: float = 8,
-                 priority: float | None = None, **kw) -> Job:
+    def training(
+        self,
+        t: float,
+        gpus: int | None = None,
+        low_h: float = 2,
+        high_h: float = 8,
+        priority: float | None = None,
+        **kw,
+    ) -> Job:
         g = gpus or self.rng.choice([4, 8, 8, 16])
         p = priority if priority is not None else self.rng.choice([4, 5, 6])
         return self.add(JobKind.TRAINING, t, g, self.duration(low_h * HOUR, high_h * HOUR), p, **kw)
 
-    def batch_inference(self, t: float, gpus: int | None = None, low_m: float = 20, high_m: float = 120,
-                        priority: float | None = None, **kw) -> Job:
+    def batch_inference(
+        self,
+        t: float,
+        gpus: int | None = None,
+        low_m: float = 20,
+        high_m: float = 120,
+        priority: float | None = None,
+        **kw,
+    ) -> Job:
         g = gpus or self.rng.choice([1, 2, 2, 4])
         p = priority if priority is not None else self.rng.choice([2, 3, 4])
         kw.setdefault("group", f"batch_inference.model_{self.rng.randrange(6)}")
         kw.setdefault("declared", self.rng.random() < 0.5)
         return self.add(JobKind.BATCH_INFERENCE, t, g, self.duration(low_m * MINUTE, high_m * MINUTE), p, **kw)
 
-    def quantization(self, t: float, gpus: int | None = None, low_m: float = 10, high_m: float = 40,
-                     priority: float | None = None, **kw) -> Job:
+    def quantization(
+        self,
+        t: float,
+        gpus: int | None = None,
+        low_m: float = 10,
+        high_m: float = 40,
+        priority: float | None = None,
+        **kw,
+    ) -> Job:
         g = gpus or self.rng.choice([1, 1, 1, 2])
         p = priority if priority is not None else self.rng.choice([1, 1, 2])
         kw.setdefault("group", f"quantization.model_{self.rng.randrange(8)}")
         kw.setdefault("declared", self.rng.random() < 0.3)
         return self.add(JobKind.QUANTIZATION, t, g, self.duration(low_m * MINUTE, high_m * MINUTE), p, **kw)
 
-    def realtime(self, t: float, gpus: int | None = None, low_m: float = 30, high_m: float = 180,
-                 priority: float = 8, **kw) -> Job:
+    def realtime(
+        self, t: float, gpus: int | None = None, low_m: float = 30, high_m: float = 180, priority: float = 8, **kw
+    ) -> Job:
         g = gpus or self.rng.choice([1, 1, 2])
         kw.setdefault("group", f"realtime_inference.endpoint_{self.rng.randrange(4)}")
-        return self.add(JobKind.REALTIME_INFERENCE, t, g, self.duration(low_m * MINUTE, high_m * MINUTE),
-                        priority, **kw)
+        return self.add(
+            JobKind.REALTIME_INFERENCE, t, g, self.duration(low_m * MINUTE, high_m * MINUTE), priority, **kw
+        )
 
-    def fill_to_load(self, cluster: Cluster, horizon_s: float, load: float,
-                     draw: Callable[[float], Job], start_s: float = 0.0, end_s: float | None = None) -> None:
+    def fill_to_load(
+        self,
+        cluster: Cluster,
+        horizon_s: float,
+        load: float,
+        draw: Callable[[float], Job],
+        start_s: float = 0.0,
+        end_s: float | None = None,
+    ) -> None:
         """Poisson-like arrivals (uniform times) of ``draw``-n jobs until their work reaches ``load``."""
         end_s = horizon_s if end_s is None else end_s
         target = load * cluster.total_gpus * horizon_s
@@ -131,10 +180,12 @@ def steady_mix(seed: int = 0, quick: bool = False) -> Scenario:
     cluster = _cluster(s, h100=(32, 1.0))
     horizon = 24 * HOUR * s
     b = _Builder(seed, "steady_mix")
-    b.fill_to_load(cluster, horizon, 0.95, b.mix({"training": 0.12, "batch_inference": 0.3,
-                                                   "quantization": 0.38, "realtime": 0.2}))
-    return Scenario("steady_mix", "All four kinds arriving steadily at about 95 % offered load.",
-                    cluster, tuple(b.jobs), horizon)
+    b.fill_to_load(
+        cluster, horizon, 0.95, b.mix({"training": 0.12, "batch_inference": 0.3, "quantization": 0.38, "realtime": 0.2})
+    )
+    return Scenario(
+        "steady_mix", "All four kinds arriving steadily at about 95 % offered load.", cluster, tuple(b.jobs), horizon
+    )
 
 
 def gang_starvation(seed: int = 0, quick: bool = False) -> Scenario:
@@ -146,16 +197,23 @@ def gang_starvation(seed: int = 0, quick: bool = False) -> Scenario:
     for i in range(int(8 * s)):
         t = (i + b.rng.random()) * horizon / (8 * s)
         b.training(t, gpus=int(b.rng.choice(big) * s) or 1, low_h=1.5, high_h=4, priority=b.rng.choice([7, 8, 9]))
-    small = {"quantization": lambda t: b.quantization(t, low_m=20, high_m=60),
-             "batch_inference": lambda t: b.batch_inference(t, gpus=b.rng.choice([1, 2]), low_m=30, high_m=120),
-             "realtime": lambda t: b.realtime(t, gpus=1)}
+    small = {
+        "quantization": lambda t: b.quantization(t, low_m=20, high_m=60),
+        "batch_inference": lambda t: b.batch_inference(t, gpus=b.rng.choice([1, 2]), low_m=30, high_m=120),
+        "realtime": lambda t: b.realtime(t, gpus=1),
+    }
 
     def stream(t: float) -> Job:
         return small[b.rng.choices(list(small), [0.5, 0.35, 0.15])[0]](t)
 
     b.fill_to_load(cluster, horizon, 0.75, stream)
-    return Scenario("gang_starvation", "16-64 GPU training gangs among a steady stream of 1-2 GPU jobs "
-                    "(apache/airflow#29474).", cluster, tuple(b.jobs), horizon)
+    return Scenario(
+        "gang_starvation",
+        "16-64 GPU training gangs among a steady stream of 1-2 GPU jobs (apache/airflow#29474).",
+        cluster,
+        tuple(b.jobs),
+        horizon,
+    )
 
 
 def inference_diurnal(seed: int = 0, quick: bool = False) -> Scenario:
@@ -172,8 +230,13 @@ def inference_diurnal(seed: int = 0, quick: bool = False) -> Scenario:
         if b.rng.random() < 0.55 + 0.45 * math.sin(2 * math.pi * (t / day - 0.375)):
             b.realtime(t, low_m=20, high_m=90, max_wait_s=120)
     b.fill_to_load(cluster, horizon, 0.55, b.mix({"training": 0.2, "batch_inference": 0.4, "quantization": 0.4}))
-    return Scenario("inference_diurnal", "Real-time inference follows a daily curve; batch work must fill the "
-                    "troughs without hurting streaming waits.", cluster, tuple(b.jobs), horizon)
+    return Scenario(
+        "inference_diurnal",
+        "Real-time inference follows a daily curve; batch work must fill the troughs without hurting streaming waits.",
+        cluster,
+        tuple(b.jobs),
+        horizon,
+    )
 
 
 def quantization_flood(seed: int = 0, quick: bool = False) -> Scenario:
@@ -191,8 +254,14 @@ def quantization_flood(seed: int = 0, quick: bool = False) -> Scenario:
         b.batch_inference(t, gpus=4, low_m=30, high_m=90, priority=6, deadline_s=t + 4 * HOUR * s)
     for _ in range(int(20 * s)):
         b.realtime(b.rng.uniform(0, horizon), low_m=20, high_m=60)
-    return Scenario("quantization_flood", "Hundreds of short low-priority quantization jobs submitted just before "
-                    "high-priority training and batch inference.", cluster, tuple(b.jobs), horizon)
+    return Scenario(
+        "quantization_flood",
+        "Hundreds of short low-priority quantization jobs submitted just before "
+        "high-priority training and batch inference.",
+        cluster,
+        tuple(b.jobs),
+        horizon,
+    )
 
 
 def priority_inversion(seed: int = 0, quick: bool = False) -> Scenario:
@@ -201,8 +270,9 @@ def priority_inversion(seed: int = 0, quick: bool = False) -> Scenario:
     horizon = 24 * HOUR * s
     b = _Builder(seed, "priority_inversion")
     for _ in range(int(8 * s)):
-        b.training(b.rng.uniform(0, HOUR), gpus=8 if cluster.total_gpus >= 16 else 4, low_h=6 * s, high_h=10 * s,
-                   priority=1)
+        b.training(
+            b.rng.uniform(0, HOUR), gpus=8 if cluster.total_gpus >= 16 else 4, low_h=6 * s, high_h=10 * s, priority=1
+        )
     for _ in range(int(12 * s)):
         b.batch_inference(b.rng.uniform(0, HOUR), gpus=2, low_m=120 * s, high_m=300 * s, priority=1)
     later = b.mix({"training": 0.25, "batch_inference": 0.35, "quantization": 0.25, "realtime": 0.15})
@@ -215,8 +285,13 @@ def priority_inversion(seed: int = 0, quick: bool = False) -> Scenario:
         return job
 
     b.fill_to_load(cluster, horizon, 0.6, important, start_s=HOUR, end_s=0.75 * horizon)
-    return Scenario("priority_inversion", "Long low-priority jobs arrive first, high-priority jobs later.",
-                    cluster, tuple(b.jobs), horizon)
+    return Scenario(
+        "priority_inversion",
+        "Long low-priority jobs arrive first, high-priority jobs later.",
+        cluster,
+        tuple(b.jobs),
+        horizon,
+    )
 
 
 def heterogeneous_fleet(seed: int = 0, quick: bool = False) -> Scenario:
@@ -242,8 +317,13 @@ def heterogeneous_fleet(seed: int = 0, quick: bool = False) -> Scenario:
         return job
 
     b.fill_to_load(cluster, horizon, 1.1, draw)
-    return Scenario("heterogeneous_fleet", "Three GPU types with different speeds and compatibility (some jobs can "
-                    "only use one type).", cluster, tuple(b.jobs), horizon)
+    return Scenario(
+        "heterogeneous_fleet",
+        "Three GPU types with different speeds and compatibility (some jobs can only use one type).",
+        cluster,
+        tuple(b.jobs),
+        horizon,
+    )
 
 
 def deadline_crunch(seed: int = 0, quick: bool = False) -> Scenario:
@@ -257,18 +337,38 @@ def deadline_crunch(seed: int = 0, quick: bool = False) -> Scenario:
         job = base(t)
         if job.kind is JobKind.BATCH_INFERENCE:
             slack = b.rng.uniform(1.5, 6.0) * HOUR * s
-            b.jobs[-1] = job = Job(**{**_fields(job), "deadline_s": round(t + (job.duration_s or 0) + slack, 1),
-                                      "priority": b.rng.choice([3, 4, 5])})
+            b.jobs[-1] = job = Job(
+                **{
+                    **_fields(job),
+                    "deadline_s": round(t + (job.duration_s or 0) + slack, 1),
+                    "priority": b.rng.choice([3, 4, 5]),
+                }
+            )
         return job
 
     b.fill_to_load(cluster, horizon, 1.3, draw)
-    return Scenario("deadline_crunch", "About 130 % offered load; batch inference with deadlines.",
-                    cluster, tuple(b.jobs), horizon)
+    return Scenario(
+        "deadline_crunch", "About 130 % offered load; batch inference with deadlines.", cluster, tuple(b.jobs), horizon
+    )
 
 
 def _fields(job: Job) -> dict:
-    return {f: getattr(job, f) for f in ("job_id", "submit_s", "kind", "gpus", "duration_s", "estimate_s",
-                                         "priority", "gpu_types", "deadline_s", "group", "max_wait_s")}
+    return {
+        f: getattr(job, f)
+        for f in (
+            "job_id",
+            "submit_s",
+            "kind",
+            "gpus",
+            "duration_s",
+            "estimate_s",
+            "priority",
+            "gpu_types",
+            "deadline_s",
+            "group",
+            "max_wait_s",
+        )
+    }
 
 
 SCENARIOS: dict[str, Callable[..., Scenario]] = {

@@ -61,9 +61,15 @@ COMPLETIONS_SEEN = 500
 _ARRIVAL, _COMPLETION, _WAKE = 1, 0, 2  # completions first, so freed GPUs are seen by arrivals
 
 
-def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: float,
-             keep_plans: bool = False, running_at_start: Sequence[RunningJob] = (),
-             running_pools: Mapping[str, str] | None = None) -> SimResult:
+def simulate(
+    cluster: Cluster,
+    jobs: Sequence[Job],
+    policy: Policy,
+    horizon_s: float,
+    keep_plans: bool = False,
+    running_at_start: Sequence[RunningJob] = (),
+    running_pools: Mapping[str, str] | None = None,
+) -> SimResult:
     """Run ``policy`` on ``jobs`` from time 0 until ``horizon_s``; every job must carry ``duration_s``.
 
     ``running_at_start``: jobs already holding GPUs at time 0 (started at or before it);
@@ -150,16 +156,23 @@ def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: f
             else:
                 pending_tick = None
                 state = ClusterState(
-                    now, cluster, tuple(waiting.values()), tuple(r for r, _ in running.values()),
-                    tuple(streaming_history[-500:]) + tuple(
+                    now,
+                    cluster,
+                    tuple(waiting.values()),
+                    tuple(r for r, _ in running.values()),
+                    tuple(streaming_history[-500:])
+                    + tuple(
                         StreamingInterval(r.gpu_type, r.job.gpus, r.start_s, None)
-                        for r, _ in running.values() if r.job.is_streaming),
+                        for r, _ in running.values()
+                        if r.job.is_streaming
+                    ),
                     tuple(completed[-COMPLETIONS_SEEN:]),
                 )
                 t0 = time.perf_counter()
                 decision = policy.decide(state)
                 result.decision_wall_s.append(
-                    decision.plan.report.wall_s if decision.plan is not None else time.perf_counter() - t0)
+                    decision.plan.report.wall_s if decision.plan is not None else time.perf_counter() - t0
+                )
                 if keep_plans and decision.plan is not None:
                     result.plans.append(decision.plan)
                 pool_slots.update(decision.levers.pool_slots)
@@ -173,8 +186,14 @@ def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: f
 
         # Airflow's scheduler loop: dispatch until nothing more starts.
         tasks = [
-            WaitingTask(j.job_id, assignment[j.job_id].pool, j.gpus, assignment[j.job_id].weight, j.submit_s,
-                        j.group or j.job_id)
+            WaitingTask(
+                j.job_id,
+                assignment[j.job_id].pool,
+                j.gpus,
+                assignment[j.job_id].weight,
+                j.submit_s,
+                j.group or j.job_id,
+            )
             for j in waiting.values()
         ]
         for job_id in airflow_dispatch(tasks, pool_slots, pool_used):
@@ -197,8 +216,9 @@ def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, horizon_s: f
     for job in jobs:
         gpu_type, start = starts.get(job.job_id, (None, None))
         ended = ends.get(job.job_id)
-        result.outcomes[job.job_id] = Outcome(job.job_id, gpu_type, job.submit_s, start,
-                                              ended if ended is not None and ended <= horizon_s else None)
+        result.outcomes[job.job_id] = Outcome(
+            job.job_id, gpu_type, job.submit_s, start, ended if ended is not None and ended <= horizon_s else None
+        )
     return result
 
 
@@ -211,4 +231,6 @@ def _check_pools(cluster: Cluster, pool_slots: dict[str, int]) -> None:
             total[gpu_type] = total.get(gpu_type, 0) + slots
     for name, slots in total.items():
         if slots > cluster.gpu_type(name).count:
-            raise SimulationError(f"pools of GPU type {name} hold {slots} slots for {cluster.gpu_type(name).count} GPUs")
+            raise SimulationError(
+                f"pools of GPU type {name} hold {slots} slots for {cluster.gpu_type(name).count} GPUs"
+            )

@@ -27,7 +27,7 @@ DEFAULT_MEMORY_S = 6 * 3600.0
 
 @dataclass(frozen=True)
 class StreamingInterval:
-    """A streaming job that held ``gpus`` GPUs of ``gpu_type`` from ``start_s`` until ``end_s`` (None: still running)."""
+    """A streaming job that held ``gpus`` GPUs of ``gpu_type`` from ``start_s`` until ``end_s`` (None: running)."""
 
     gpu_type: str
     gpus: int

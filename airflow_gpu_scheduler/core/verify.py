@@ -8,8 +8,9 @@ from airflow_gpu_scheduler.core.simulate import Outcome
 from airflow_gpu_scheduler.core.workload import Cluster, Job, runtime_s
 
 
-def schedule_violations(cluster: Cluster, jobs: Sequence[Job], outcomes: Mapping[str, Outcome],
-                        horizon_s: float) -> list[str]:
+def schedule_violations(
+    cluster: Cluster, jobs: Sequence[Job], outcomes: Mapping[str, Outcome], horizon_s: float
+) -> list[str]:
     """Every broken rule: capacity exceeded, start before submit, wrong runtime, wrong type, lost job."""
     problems: list[str] = []
     events: dict[str, list[tuple[float, int]]] = {t.name: [] for t in cluster.gpu_types}

@@ -75,11 +75,13 @@ def waiting_reasons(
     for r in running:
         if r.gpu_type not in holding:
             continue
-        holding[r.gpu_type].append((r.job.gpus, expected_end_s(r, cluster.gpu_type(r.gpu_type), now_s),
-                                    r.job.is_streaming))
+        holding[r.gpu_type].append(
+            (r.job.gpus, expected_end_s(r, cluster.gpu_type(r.gpu_type), now_s), r.job.is_streaming)
+        )
 
-    lanes = {name: _Lane([s for s in planned.values() if s.gpu_type == name and s.job_id in jobs])
-             for name in cluster.names}
+    lanes = {
+        name: _Lane([s for s in planned.values() if s.gpu_type == name and s.job_id in jobs]) for name in cluster.names
+    }
     for runs in holding.values():
         runs.sort(key=lambda r: r[1])  # by expected end, for _enough_free_at
     used = {name: sum(g for g, _, _ in runs) for name, runs in holding.items()}
@@ -92,14 +94,14 @@ def waiting_reasons(
         types = allowed_types(job, cluster)
         if not types or max(t.count for t in types) < job.gpus:
             names = "|".join(t.name for t in types) or "none"
-            reasons[job.job_id] = WaitReason(
-                "too_big", f"no allowed GPU type has {job.gpus} GPUs (allowed: {names})")
+            reasons[job.job_id] = WaitReason("too_big", f"no allowed GPU type has {job.gpus} GPUs (allowed: {names})")
             continue
         if start is None:
             names = ", ".join(t.name for t in types)
             reasons[job.job_id] = WaitReason(
-                "horizon", f"no room for {job.gpus} GPUs on {names} within the planning horizon; "
-                           "it is planned again every cycle")
+                "horizon",
+                f"no room for {job.gpus} GPUs on {names} within the planning horizon; it is planned again every cycle",
+            )
             continue
         gpu_type = cluster.gpu_type(start.gpu_type)
         name, count = gpu_type.name, gpu_type.count
@@ -111,8 +113,7 @@ def waiting_reasons(
             if free_now <= 0:
                 text = f"all {count} {name} GPUs are busy until {clock(until)}"
             else:
-                text = (f"needs {job.gpus} {name} GPUs; only {free_now} of {count} are free "
-                        f"until {clock(until)}")
+                text = f"needs {job.gpus} {name} GPUs; only {free_now} of {count} are free until {clock(until)}"
             # Freed GPUs may already be promised: then that job, not the running ones, decides the wait.
             blocker = None
             if start.start_s > until + 1e-6:
@@ -120,8 +121,7 @@ def waiting_reasons(
             if blocker is not None:
                 other = jobs[blocker]
                 text += f", and then {_kind_words(other)} job {blocker} (priority {other.priority:g}) goes first"
-                reasons[job.job_id] = WaitReason("reserved", text, until_s=planned[blocker].end_s,
-                                                 blocking_job=blocker)
+                reasons[job.job_id] = WaitReason("reserved", text, until_s=planned[blocker].end_s, blocking_job=blocker)
             else:
                 reasons[job.job_id] = WaitReason("busy", text, until_s=until)
             continue
@@ -129,8 +129,10 @@ def waiting_reasons(
         kept = max(0, reserve.get(name, 0) - streaming_used[name])
         if not job.is_streaming and free_now - kept < job.gpus:
             reasons[job.job_id] = WaitReason(
-                "streaming", f"held for the streaming reservation: {kept} of the {free_now} free {name} GPUs "
-                             "are kept for real-time inference")
+                "streaming",
+                f"held for the streaming reservation: {kept} of the {free_now} free {name} GPUs "
+                "are kept for real-time inference",
+            )
             continue
 
         blocker = _blocking_job(job, now_s, start.start_s, gpu_type, runs, lanes[name], jobs)
@@ -139,13 +141,19 @@ def waiting_reasons(
             other_start = planned[blocker].start_s
             when = "now" if other_start <= now_s + 1e-6 else f"at {clock(other_start)}"
             reasons[job.job_id] = WaitReason(
-                "reserved", f"{name} GPUs reserved for {_kind_words(other)} job {blocker} "
-                            f"(priority {other.priority:g}), which starts {when}",
-                until_s=planned[blocker].end_s, blocking_job=blocker)
+                "reserved",
+                f"{name} GPUs reserved for {_kind_words(other)} job {blocker} "
+                f"(priority {other.priority:g}), which starts {when}",
+                until_s=planned[blocker].end_s,
+                blocking_job=blocker,
+            )
             continue
         reasons[job.job_id] = WaitReason(
-            "later", f"could start now, but the plan starts it at {clock(start.start_s)}; "
-                     "the next planning cycle may release it sooner", until_s=start.start_s)
+            "later",
+            f"could start now, but the plan starts it at {clock(start.start_s)}; "
+            "the next planning cycle may release it sooner",
+            until_s=start.start_s,
+        )
     return reasons
 
 
@@ -171,7 +179,7 @@ class _Lane:
         first_later = bisect.bisect_right(self.keys, at_s)
         # Started by at_s: only those planned near ``at_s`` are still running; walk back from it.
         earlier = [s for s in self.starts[:first_later] if s.end_s > at_s]
-        return earlier + self.starts[first_later:bisect.bisect_right(self.keys, until_s)]
+        return earlier + self.starts[first_later : bisect.bisect_right(self.keys, until_s)]
 
 
 def _blocking_job(
@@ -191,8 +199,11 @@ def _blocking_job(
     priority) is the one the GPUs are kept for.
     """
     end = at_s + runtime_s(job, job.planning_estimate_s, gpu_type)
-    others = [(s.start_s, s.end_s, jobs[s.job_id]) for s in lane.overlapping(at_s, min(planned_start_s, end - 1e-9))
-              if s.job_id != job.job_id and s.job_id in jobs]
+    others = [
+        (s.start_s, s.end_s, jobs[s.job_id])
+        for s in lane.overlapping(at_s, min(planned_start_s, end - 1e-9))
+        if s.job_id != job.job_id and s.job_id in jobs
+    ]
     used = sum(g for g, run_end, _ in runs if run_end > at_s)
     used += sum(other.gpus for start, _, other in others if start <= at_s)
     events = [(run_end, -g) for g, run_end, _ in runs if at_s < run_end < end]
@@ -212,6 +223,7 @@ def _blocking_job(
             point, over = t, True
     if not over:
         return None
-    active = [(start, -other.priority, other.job_id) for start, stop, other in others
-              if max(start, at_s) <= point < stop]
+    active = [
+        (start, -other.priority, other.job_id) for start, stop, other in others if max(start, at_s) <= point < stop
+    ]
     return min(active)[2] if active else None

@@ -85,14 +85,21 @@ class GpuType:
         if not isinstance(self.name, str) or not self.name.strip():
             raise WorkloadError("GPU type", "name", f"must be a non-empty string, got {self.name!r}")
         if not all(c.isalnum() or c in "-_" for c in self.name):
-            raise WorkloadError(subject, "name", "may only hold letters, digits, '-' and '_' (it names an Airflow pool)")
+            raise WorkloadError(
+                subject, "name", "may only hold letters, digits, '-' and '_' (it names an Airflow pool)"
+            )
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count <= 0:
             raise WorkloadError(subject, "count", f"must be a positive integer, got {self.count!r}")
         _number(self.speed, subject, "speed")
-        if self.queue is not None and (not isinstance(self.queue, str) or not self.queue
-                                       or not all(c.isalnum() or c in "-_.:@" for c in self.queue)):
+        if self.queue is not None and (
+            not isinstance(self.queue, str)
+            or not self.queue
+            or not all(c.isalnum() or c in "-_.:@" for c in self.queue)
+        ):
             # A comma or a blank would split the name in ``celery worker -q a,b``.
-            raise WorkloadError(subject, "queue", f"must be a queue name of letters, digits and '-_.:@', got {self.queue!r}")
+            raise WorkloadError(
+                subject, "queue", f"must be a queue name of letters, digits and '-_.:@', got {self.queue!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -110,13 +117,18 @@ class Cluster:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Cluster:
-        """Build from ``{"gpu_types": {"h100": {"count": 32, "speed": 1.0, "queue": "gpu-h100"}, ...}}`` (queue optional)."""
+        """Build from ``{"gpu_types": {"h100": {"count": 32, "speed": 1.0, "queue": "gpu-h100"}, ...}}``.
+
+        ``queue`` is optional.
+        """
         if not isinstance(data, Mapping) or not isinstance(data.get("gpu_types"), Mapping):
             raise WorkloadError("cluster", "gpu_types", 'expected {"gpu_types": {NAME: {"count": N, "speed": S}}}')
         types = []
         for name, spec in data["gpu_types"].items():
             if not isinstance(spec, Mapping):
-                raise WorkloadError(f"GPU type {name!r}", "spec", f"expected an object with count and speed, got {spec!r}")
+                raise WorkloadError(
+                    f"GPU type {name!r}", "spec", f"expected an object with count and speed, got {spec!r}"
+                )
             unknown = set(spec) - {"count", "speed", "queue"}
             if unknown:
                 raise WorkloadError(f"GPU type {name!r}", sorted(unknown)[0], "unknown field")
@@ -126,8 +138,12 @@ class Cluster:
         return cls(tuple(types))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gpu_types": {t.name: {"count": t.count, "speed": t.speed, **({"queue": t.queue} if t.queue else {})}
-                              for t in self.gpu_types}}
+        return {
+            "gpu_types": {
+                t.name: {"count": t.count, "speed": t.speed, **({"queue": t.queue} if t.queue else {})}
+                for t in self.gpu_types
+            }
+        }
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -234,14 +250,19 @@ def validate_job(job: Job, cluster: Cluster) -> None:
     subject = f"job {job.job_id!r}"
     unknown = [name for name in job.gpu_types if name not in cluster.names]
     if unknown:
-        raise WorkloadError(subject, "gpu_types", f"unknown GPU type(s) {unknown}; cluster has {list(cluster.names)}",
-                            job.job_id)
+        raise WorkloadError(
+            subject, "gpu_types", f"unknown GPU type(s) {unknown}; cluster has {list(cluster.names)}", job.job_id
+        )
     types = allowed_types(job, cluster)
     largest = max(t.count for t in types)
     if job.gpus > largest:
         names = "|".join(t.name for t in types)
-        raise WorkloadError(subject, "gpus", f"needs {job.gpus} GPUs but no allowed GPU type ({names}) has more than {largest}",
-                            job.job_id)
+        raise WorkloadError(
+            subject,
+            "gpus",
+            f"needs {job.gpus} GPUs but no allowed GPU type ({names}) has more than {largest}",
+            job.job_id,
+        )
 
 
 def split_valid(jobs: Iterable[Job], cluster: Cluster) -> tuple[list[Job], list[WorkloadError]]:
@@ -295,4 +316,3 @@ def expected_end_s(running: RunningJob, gpu_type: GpuType, now_s: float, floor_s
     estimate = running.job.estimate_s
     end = running.start_s + runtime_s(running.job, estimate, gpu_type) if estimate is not None else now_s
     return max(end, now_s + floor_s)
-

@@ -108,7 +108,9 @@ def _read_jobs(handle: IO[str], path: str) -> list[Job]:
         line = reader.line_num
         job = parse_job_row(row, path, line)
         if job.job_id in seen:
-            raise WorkloadFileError(path, line, "job_id", f"duplicate job id {job.job_id!r} (first on line {seen[job.job_id]})")
+            raise WorkloadFileError(
+                path, line, "job_id", f"duplicate job id {job.job_id!r} (first on line {seen[job.job_id]})"
+            )
         seen[job.job_id] = line
         jobs.append(job)
     return jobs
@@ -119,9 +121,21 @@ def write_jobs(jobs: Iterable[Job], path: str | Path) -> None:
         writer = csv.writer(handle)
         writer.writerow(REQUIRED_COLUMNS + OPTIONAL_COLUMNS)
         for j in jobs:
-            writer.writerow([j.job_id, j.submit_s, j.kind.value, j.gpus, j.duration_s, _blank(j.estimate_s),
-                             j.priority, "|".join(j.gpu_types), _blank(j.deadline_s), j.group or "",
-                             _blank(j.max_wait_s)])
+            writer.writerow(
+                [
+                    j.job_id,
+                    j.submit_s,
+                    j.kind.value,
+                    j.gpus,
+                    j.duration_s,
+                    _blank(j.estimate_s),
+                    j.priority,
+                    "|".join(j.gpu_types),
+                    _blank(j.deadline_s),
+                    j.group or "",
+                    _blank(j.max_wait_s),
+                ]
+            )
 
 
 def read_cluster(path: str | Path) -> Cluster:
@@ -142,8 +156,9 @@ def _blank(value: float | None) -> str:
     return "" if value is None else repr(value)
 
 
-def write_schedule(rows: Iterable[tuple[str, str, str | None, float, float | None, float | None, str, int | None]],
-                   path: str | Path) -> None:
+def write_schedule(
+    rows: Iterable[tuple[str, str, str | None, float, float | None, float | None, str, int | None]], path: str | Path
+) -> None:
     """Every job's outcome under every policy, so anyone can recompute the metrics.
 
     Columns: policy, job_id, gpu_type, submit_s, start_s (empty: never started), end_s
@@ -153,4 +168,6 @@ def write_schedule(rows: Iterable[tuple[str, str, str | None, float, float | Non
         writer = csv.writer(handle)
         writer.writerow(SCHEDULE_COLUMNS)
         for policy, job_id, gpu_type, submit, start, end, scenario, seed in rows:
-            writer.writerow([policy, job_id, gpu_type or "", submit, _blank(start), _blank(end), scenario, _blank(seed)])
+            writer.writerow(
+                [policy, job_id, gpu_type or "", submit, _blank(start), _blank(end), scenario, _blank(seed)]
+            )

@@ -11,6 +11,7 @@ these modules turn them into the core's jobs and back into records and notes.
 - :mod:`.workload`: task-instance rows -> the core's queued and running jobs.
 - :mod:`.loop`: the re-planning rule and planner kept between cycles of one run.
 - :mod:`.records`: a plan -> the stored plan record, and whether its decisions changed.
-- :mod:`.notes`: the text of each task instance's plan note (the hook's :mod:`~airflow_gpu_scheduler.hooks.notes` writes it).
+- :mod:`.notes`: the text of each task instance's plan note (written by
+  :mod:`~airflow_gpu_scheduler.hooks.notes`).
 - :mod:`.fail_open`: the watchdog's decisions when the planner is down.
 """

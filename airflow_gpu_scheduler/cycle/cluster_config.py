@@ -32,8 +32,10 @@ def cluster_from_json(text: str, source: str) -> Cluster:
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ClusterConfigError(f"{source}: not valid JSON ({error.msg} at line {error.lineno} column {error.colno}); "
-                                 f"expected e.g. {EXAMPLE}") from None
+        raise ClusterConfigError(
+            f"{source}: not valid JSON ({error.msg} at line {error.lineno} column {error.colno}); "
+            f"expected e.g. {EXAMPLE}"
+        ) from None
     try:
         return Cluster.from_dict(data)
     except WorkloadError as error:
@@ -61,7 +63,10 @@ def cluster_from_variable(key: str = CLUSTER_VARIABLE) -> Cluster:
         raise ClusterConfigError(f"{source} is not set; set it to the cluster JSON, e.g. {EXAMPLE}") from None
     except Exception as error:
         # The Task SDK raises its own error type for a missing variable.
-        if "not found" in str(error).lower() or type(error).__name__ in ("AirflowNotFoundException", "AirflowRuntimeError"):
+        if "not found" in str(error).lower() or type(error).__name__ in (
+            "AirflowNotFoundException",
+            "AirflowRuntimeError",
+        ):
             raise ClusterConfigError(f"{source} is not set; set it to the cluster JSON, e.g. {EXAMPLE}") from None
         raise
     return cluster_from_json(text, source)

@@ -37,13 +37,16 @@ def fail_open_reason(state: FailOpenState, after_s: float) -> str | None:
         return None
     last = "never" if state.last_plan_s is None else f"{now - state.last_plan_s:.0f} s ago"
     in_fail_open = state.last_release_s is not None and (
-        state.last_plan_s is None or state.last_release_s > state.last_plan_s)
+        state.last_plan_s is None or state.last_release_s > state.last_plan_s
+    )
     if in_fail_open and (state.held or state.released):
         return f"still no plan (last applied {last}); releasing what arrived since"
     ready = [t.ready_s for t in state.waiting if t.state == "scheduled" and t.ready_s is not None]
     if ready and now - min(ready) > after_s:
-        return (f"no plan applied for more than {after_s:.0f} s (last applied {last}) while GPU work has "
-                f"waited {now - min(ready):.0f} s")
+        return (
+            f"no plan applied for more than {after_s:.0f} s (last applied {last}) while GPU work has "
+            f"waited {now - min(ready):.0f} s"
+        )
     return None
 
 
@@ -71,8 +74,9 @@ def _target_pool(ti: GpuTaskInstance, cluster: Cluster) -> str:
     job = Job(ti.key.job_id, 0.0, declaration.kind, declaration.gpus, gpu_types=declaration.gpu_types)
     validate_job(job, cluster)
     current = gpu_type_of_pool(ti.pool)
-    names = [t.name for t in cluster.gpu_types if (not job.gpu_types or t.name in job.gpu_types)
-             and t.count >= job.gpus]
+    names = [
+        t.name for t in cluster.gpu_types if (not job.gpu_types or t.name in job.gpu_types) and t.count >= job.gpus
+    ]
     # Keep a type the last plan chose; otherwise the first allowed type (cluster order) that fits.
     return pool_name(current if current in names else names[0])
 
@@ -104,16 +108,29 @@ def fail_open_release(state: FailOpenState, cluster: Cluster) -> FailOpenRelease
 
 
 def fail_open_record(
-    state: FailOpenState, cluster: Cluster, release: FailOpenRelease, reason: str, origin: tuple[str | None, str | None],
+    state: FailOpenState,
+    cluster: Cluster,
+    release: FailOpenRelease,
+    reason: str,
+    origin: tuple[str | None, str | None],
 ) -> PlanRecord:
     """The plan record of a release: method ``fail_open`` (the page's banner) and a row per waiting task instance,
     ``released`` or ``rejected`` (kept in the intake pool for an invalid declaration)."""
     released = [j for j, a in release.moves.items() if a.pool != INTAKE_POOL]
     plan_row: PlanRow = {
-        "created_s": state.now_s, "dag_id": origin[0], "run_id": origin[1], "cluster": to_json(cluster.to_dict()),
-        "method": Method.FAIL_OPEN.value, "status": "planner_down", "message": reason,
-        "waiting": len(state.waiting), "running": sum(state.busy_slots.values()), "due": len(released),
-        "rejected": len(release.kept), "pool_slots": to_json(release.pool_slots), "streaming_reserve": to_json({}),
+        "created_s": state.now_s,
+        "dag_id": origin[0],
+        "run_id": origin[1],
+        "cluster": to_json(cluster.to_dict()),
+        "method": Method.FAIL_OPEN.value,
+        "status": "planner_down",
+        "message": reason,
+        "waiting": len(state.waiting),
+        "running": sum(state.busy_slots.values()),
+        "due": len(released),
+        "rejected": len(release.kept),
+        "pool_slots": to_json(release.pool_slots),
+        "streaming_reserve": to_json({}),
         "applied": True,
     }
     rows: list[JobRow] = []
@@ -121,10 +138,18 @@ def fail_open_record(
         job_id = ti.key.job_id
         assignment = release.moves.get(job_id)
         decision = Decision.REJECTED if job_id in release.kept else Decision.RELEASED
-        rows.append({
-            "job_id": job_id, "dag_id": ti.key.dag_id, "run_id": ti.key.run_id, "task_id": ti.key.task_id,
-            "map_index": ti.key.map_index, "decision": decision.value,
-            "gpus": ti.pool_slots, "pool": assignment.pool if assignment else ti.pool,
-            "weight": assignment.weight if assignment else ti.priority_weight, "reason": release.kept.get(job_id),
-        })
+        rows.append(
+            {
+                "job_id": job_id,
+                "dag_id": ti.key.dag_id,
+                "run_id": ti.key.run_id,
+                "task_id": ti.key.task_id,
+                "map_index": ti.key.map_index,
+                "decision": decision.value,
+                "gpus": ti.pool_slots,
+                "pool": assignment.pool if assignment else ti.pool,
+                "weight": assignment.weight if assignment else ti.priority_weight,
+                "reason": release.kept.get(job_id),
+            }
+        )
     return PlanRecord(plan_row, rows)

@@ -29,8 +29,7 @@ class PlanningLoop:
     def __init__(self, planner: RolloutPlanner, early_s: float = 10.0, replan_interval_s: float = 60.0) -> None:
         self.planner = planner
         # At most one solve per cycle interval, as the simulator's policy (asked at every event) does.
-        self.rule = ReplanRule(early_s=early_s, min_interval_s=replan_interval_s, release_next=True,
-                               min_gap_s=early_s)
+        self.rule = ReplanRule(early_s=early_s, min_interval_s=replan_interval_s, release_next=True, min_gap_s=early_s)
         self.solves = 0
         self.wake_at_s: float | None = None
         #: id and ``{job_id: row}`` of the newest stored plan: rows read back (dicts) or written (JobRow)
@@ -38,8 +37,9 @@ class PlanningLoop:
         #: the plan (solve) the newest stored plan records, once this run stored or confirmed it
         self.stored_for: Plan | None = None
 
-    def step(self, cluster: Cluster, workload: GpuWorkload, now_s: float,
-             previous: Callable[[], Mapping[str, float]] = dict) -> tuple[Plan, Levers, ReplanDecision]:
+    def step(
+        self, cluster: Cluster, workload: GpuWorkload, now_s: float, previous: Callable[[], Mapping[str, float]] = dict
+    ) -> tuple[Plan, Levers, ReplanDecision]:
         """Decide (solve or keep applying), solve if so, and return the plan, its levers and the decision.
 
         ``previous``: the promises of the newest stored plan, read only when this run has no plan yet.
@@ -48,11 +48,20 @@ class PlanningLoop:
         if decision.solve:
             promises = self.rule.previous_starts() or previous()
             # What finished teaches the rollout the estimate errors and the endpoints to expect.
-            seen = ClusterState(now_s, cluster, tuple(workload.queued), tuple(workload.running),
-                                completed=tuple(workload.completed))
-            plan = self.planner.plan(cluster, workload.queued, workload.running, now_s, workload.reserve,
-                                     previous=promises, errors=seen.estimate_errors(), in_force=self.rule.plan,
-                                     demand=seen.streaming_demand())
+            seen = ClusterState(
+                now_s, cluster, tuple(workload.queued), tuple(workload.running), completed=tuple(workload.completed)
+            )
+            plan = self.planner.plan(
+                cluster,
+                workload.queued,
+                workload.running,
+                now_s,
+                workload.reserve,
+                previous=promises,
+                errors=seen.estimate_errors(),
+                in_force=self.rule.plan,
+                demand=seen.streaming_demand(),
+            )
             self.rule.solved(plan, workload.queued, workload.running, now_s)
             self.solves += 1
         assert self.rule.plan is not None

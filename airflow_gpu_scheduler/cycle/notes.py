@@ -51,17 +51,25 @@ def waiting_note(row: Mapping[str, Any], job_ids: Sequence[str] = ()) -> str | N
     reason = private(row.get("reason") or "", row["dag_id"], job_ids)
     gpus = row.get("gpus")
     if decision == Decision.RELEASED and row.get("released_ahead"):
-        return (f"{MARKER} released to {row.get('gpu_type')} ({gpu_count(gpus)}), next in line: it starts as soon as "
-                f"{gpu_count(gpus)} free (planned start {clock(row['planned_start_s'])}).")
+        return (
+            f"{MARKER} released to {row.get('gpu_type')} ({gpu_count(gpus)}), next in line: it starts as soon as "
+            f"{gpu_count(gpus)} free (planned start {clock(row['planned_start_s'])})."
+        )
     if decision == Decision.RELEASED:
-        return (f"{MARKER} released to {row.get('gpu_type')} ({gpu_count(gpus)}); it starts when Airflow's "
-                "scheduler queues it.")
+        return (
+            f"{MARKER} released to {row.get('gpu_type')} ({gpu_count(gpus)}); it starts when Airflow's "
+            "scheduler queues it."
+        )
     if decision == Decision.HELD:
-        return (f"{MARKER} planned start {clock(row['planned_start_s'])} on {row.get('gpu_type')} ({gpu_count(gpus)}); "
-                f"waiting because {reason or 'the plan starts it later'}.")
+        return (
+            f"{MARKER} planned start {clock(row['planned_start_s'])} on {row.get('gpu_type')} ({gpu_count(gpus)}); "
+            f"waiting because {reason or 'the plan starts it later'}."
+        )
     if decision == Decision.UNPLANNED:
-        return (f"{MARKER} not placed in the plan yet; "
-                f"waiting because {reason or 'no GPU type has room for it within the planning horizon'}.")
+        return (
+            f"{MARKER} not placed in the plan yet; "
+            f"waiting because {reason or 'no GPU type has room for it within the planning horizon'}."
+        )
     if decision == Decision.REJECTED:
         return f"{MARKER} cannot be planned, held until its declaration is fixed: {reason}"
     return None

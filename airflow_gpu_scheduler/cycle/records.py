@@ -47,14 +47,26 @@ def plan_record(
     planned = plan.by_job()
     reasons = waiting_reasons(plan, cluster, workload.queued, workload.running, snapshot.now_s)
     plan_row: PlanRow = {
-        "created_s": snapshot.now_s, "dag_id": origin[0], "run_id": origin[1],
-        "cluster": to_json(cluster.to_dict()), "method": report.method, "status": report.status,
-        "objective": finite(report.objective), "greedy_objective": finite(report.greedy_objective),
-        "bound": finite(report.bound), "gap": finite(report.gap), "wall_s": report.wall_s,
-        "message": report.message or None, "waiting": len(snapshot.waiting), "running": len(workload.running),
-        "due": len(released(levers)), "rejected": len(workload.rejected),
-        "pool_slots": to_json(dict(levers.pool_slots)), "streaming_reserve": to_json(dict(plan.streaming_reserve)),
-        "predicted": to_json(predicted), "applied": True,
+        "created_s": snapshot.now_s,
+        "dag_id": origin[0],
+        "run_id": origin[1],
+        "cluster": to_json(cluster.to_dict()),
+        "method": report.method,
+        "status": report.status,
+        "objective": finite(report.objective),
+        "greedy_objective": finite(report.greedy_objective),
+        "bound": finite(report.bound),
+        "gap": finite(report.gap),
+        "wall_s": report.wall_s,
+        "message": report.message or None,
+        "waiting": len(snapshot.waiting),
+        "running": len(workload.running),
+        "due": len(released(levers)),
+        "rejected": len(workload.rejected),
+        "pool_slots": to_json(dict(levers.pool_slots)),
+        "streaming_reserve": to_json(dict(plan.streaming_reserve)),
+        "predicted": to_json(predicted),
+        "applied": True,
     }
     rows: list[JobRow] = []
     jobs = {job.job_id: job for job in workload.queued}
@@ -72,33 +84,55 @@ def plan_record(
         else:
             decision = Decision.RELEASED
         wait = reasons.get(job_id) if decision in HELD_DECISIONS else None
-        rows.append({
-            "job_id": job_id, "dag_id": ti.key.dag_id, "run_id": ti.key.run_id, "task_id": ti.key.task_id,
-            "map_index": ti.key.map_index, "decision": decision.value,
-            "kind": job.kind.value if job else None, "gpus": job.gpus if job else ti.pool_slots,
-            "priority": job.priority if job else None, "estimate_s": job.estimate_s if job else None,
-            "estimate_source": workload.estimate_sources.get(job_id),
-            "gpu_type": start.gpu_type if start else None,
-            "pool": assignment.pool if assignment else ti.pool, "weight": assignment.weight if assignment else None,
-            "rank": start.rank if start else None, "planned_start_s": start.start_s if start else None,
-            "planned_end_s": start.end_s if start else None,
-            "reason": workload.rejected.get(job_id) or (wait.text if wait else None),
-            "reason_code": "rejected" if job_id in workload.rejected else (wait.code if wait else None),
-            "deadline_s": job.deadline_s if job else None,
-            # Released before its planned start: it waits in its pool for GPUs (not stored; the note says so).
-            "released_ahead": decision is Decision.RELEASED and start is not None
-            and start.start_s > snapshot.now_s + 1e-6,
-        })
+        rows.append(
+            {
+                "job_id": job_id,
+                "dag_id": ti.key.dag_id,
+                "run_id": ti.key.run_id,
+                "task_id": ti.key.task_id,
+                "map_index": ti.key.map_index,
+                "decision": decision.value,
+                "kind": job.kind.value if job else None,
+                "gpus": job.gpus if job else ti.pool_slots,
+                "priority": job.priority if job else None,
+                "estimate_s": job.estimate_s if job else None,
+                "estimate_source": workload.estimate_sources.get(job_id),
+                "gpu_type": start.gpu_type if start else None,
+                "pool": assignment.pool if assignment else ti.pool,
+                "weight": assignment.weight if assignment else None,
+                "rank": start.rank if start else None,
+                "planned_start_s": start.start_s if start else None,
+                "planned_end_s": start.end_s if start else None,
+                "reason": workload.rejected.get(job_id) or (wait.text if wait else None),
+                "reason_code": "rejected" if job_id in workload.rejected else (wait.code if wait else None),
+                "deadline_s": job.deadline_s if job else None,
+                # Released before its planned start: it waits in its pool for GPUs (not stored; the note says so).
+                "released_ahead": decision is Decision.RELEASED
+                and start is not None
+                and start.start_s > snapshot.now_s + 1e-6,
+            }
+        )
     for running in workload.running:
         key = JobKey(*running.job.meta["key"])
-        rows.append({
-            "job_id": running.job.job_id, "dag_id": key.dag_id, "run_id": key.run_id, "task_id": key.task_id,
-            "map_index": int(key.map_index), "decision": Decision.RUNNING.value, "kind": running.job.kind.value,
-            "gpus": running.job.gpus, "priority": running.job.priority, "estimate_s": running.job.estimate_s,
-            "deadline_s": running.job.deadline_s, "gpu_type": running.gpu_type,
-            "pool": pool_name(running.gpu_type, running.job.is_streaming), "planned_start_s": running.start_s,
-            "planned_end_s": expected_end_s(running, cluster.gpu_type(running.gpu_type), snapshot.now_s),
-        })
+        rows.append(
+            {
+                "job_id": running.job.job_id,
+                "dag_id": key.dag_id,
+                "run_id": key.run_id,
+                "task_id": key.task_id,
+                "map_index": int(key.map_index),
+                "decision": Decision.RUNNING.value,
+                "kind": running.job.kind.value,
+                "gpus": running.job.gpus,
+                "priority": running.job.priority,
+                "estimate_s": running.job.estimate_s,
+                "deadline_s": running.job.deadline_s,
+                "gpu_type": running.gpu_type,
+                "pool": pool_name(running.gpu_type, running.job.is_streaming),
+                "planned_start_s": running.start_s,
+                "planned_end_s": expected_end_s(running, cluster.gpu_type(running.gpu_type), snapshot.now_s),
+            }
+        )
     return PlanRecord(plan_row, rows)
 
 
@@ -109,14 +143,18 @@ def levers_differ(levers: Levers, snapshot: GpuWorkSnapshot) -> bool:
     by_job = {t.key.job_id: t for t in snapshot.waiting}
     for job_id, a in levers.assignments.items():
         ti = by_job.get(job_id)
-        if ti is not None and is_gpu_pool(ti.pool) and (
-                ti.pool != a.pool or ti.priority_weight != a.weight or (a.queue is not None and ti.queue != a.queue)):
+        if (
+            ti is not None
+            and is_gpu_pool(ti.pool)
+            and (ti.pool != a.pool or ti.priority_weight != a.weight or (a.queue is not None and ti.queue != a.queue))
+        ):
             return True
     return False
 
 
-def decisions_changed(stored: Mapping[str, Mapping[str, Any]], job_rows: Sequence[Mapping[str, Any]],
-                      tolerance_s: float) -> bool:
+def decisions_changed(
+    stored: Mapping[str, Mapping[str, Any]], job_rows: Sequence[Mapping[str, Any]], tolerance_s: float
+) -> bool:
     """Does this cycle decide anything the stored plan did not: a job released or held, moved to another
     pool or GPU type, re-weighted, newly seen, or its planned start moved by more than ``tolerance_s``?
 

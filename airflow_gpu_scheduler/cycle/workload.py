@@ -49,16 +49,24 @@ class GpuWorkload:
 def _declaration(ti: GpuTaskInstance) -> GpuDeclaration:
     subject = ti.key.subject
     if ti.declaration is None:
-        raise WorkloadError(subject, "executor_config.gpu_scheduler",
-                            "task is in a GPU pool but declares no GPU work; declare it with gpu_task(...)", ti.key.job_id)
+        raise WorkloadError(
+            subject,
+            "executor_config.gpu_scheduler",
+            "task is in a GPU pool but declares no GPU work; declare it with gpu_task(...)",
+            ti.key.job_id,
+        )
     try:
         return parse_declaration(ti.declaration, subject)
     except WorkloadError as error:
         error.job_id = ti.key.job_id
         raise
     except Exception as error:  # a declaration nobody foresaw must not stop the cycle
-        raise WorkloadError(subject, "executor_config.gpu_scheduler",
-                            f"unreadable declaration ({type(error).__name__}: {error})", ti.key.job_id) from error
+        raise WorkloadError(
+            subject,
+            "executor_config.gpu_scheduler",
+            f"unreadable declaration ({type(error).__name__}: {error})",
+            ti.key.job_id,
+        ) from error
 
 
 def _job(ti: GpuTaskInstance, declaration: GpuDeclaration, submit_s: float) -> Job:
@@ -112,9 +120,13 @@ def build_workload(snapshot: GpuWorkSnapshot, cluster: Cluster) -> GpuWorkload:
         try:
             declaration = _declaration(ti)
             if ti.pool_slots != declaration.gpus:
-                raise WorkloadError(f"job {ti.key.job_id!r}", "pool_slots",
-                                    f"is {ti.pool_slots} but the task declares {declaration.gpus} GPUs; "
-                                    "set pool_slots through gpu_task() only", ti.key.job_id)
+                raise WorkloadError(
+                    f"job {ti.key.job_id!r}",
+                    "pool_slots",
+                    f"is {ti.pool_slots} but the task declares {declaration.gpus} GPUs; "
+                    "set pool_slots through gpu_task() only",
+                    ti.key.job_id,
+                )
             candidates.append(_job(ti, declaration, min(ti.ready_s or now_s, now_s)))
         except WorkloadError as error:
             reject(ti.key.job_id, error)
@@ -141,8 +153,14 @@ def build_workload(snapshot: GpuWorkSnapshot, cluster: Cluster) -> GpuWorkload:
         except WorkloadError:
             # Undeclared work in a GPU pool still holds GPUs: count its slots.
             kind = JobKind.REALTIME_INFERENCE if ti.pool.endswith("_streaming") else JobKind.BATCH_INFERENCE
-            job = Job(ti.key.job_id, ti.start_s or now_s, kind, max(1, ti.pool_slots), group=ti.key.group,
-                      meta={"key": ti.key})
+            job = Job(
+                ti.key.job_id,
+                ti.start_s or now_s,
+                kind,
+                max(1, ti.pool_slots),
+                group=ti.key.group,
+                meta={"key": ti.key},
+            )
         job = job.with_estimate(estimator.estimate(job)[0])
         running.append(RunningJob(job, gpu_type, min(ti.start_s or now_s, now_s)))
         if ti.pool.endswith("_streaming"):
@@ -152,8 +170,16 @@ def build_workload(snapshot: GpuWorkSnapshot, cluster: Cluster) -> GpuWorkload:
         if ti.pool.endswith("_streaming") and gpu_type in cluster.names and ti.start_s is not None:
             intervals.append(StreamingInterval(gpu_type, ti.pool_slots, ti.start_s, ti.end_s))
     reserve = streaming_reserve(cluster, intervals, now_s)
-    return GpuWorkload(queued, running, rejected, sources, reserve, {ti.key.job_id: ti for ti in snapshot.waiting},
-                       fields, completions(snapshot, cluster))
+    return GpuWorkload(
+        queued,
+        running,
+        rejected,
+        sources,
+        reserve,
+        {ti.key.job_id: ti for ti in snapshot.waiting},
+        fields,
+        completions(snapshot, cluster),
+    )
 
 
 def completions(snapshot: GpuWorkSnapshot, cluster: Cluster) -> list[Completion]:
@@ -162,14 +188,20 @@ def completions(snapshot: GpuWorkSnapshot, cluster: Cluster) -> list[Completion]
     out = []
     for ti in sorted(snapshot.finished, key=lambda t: t.end_s or 0.0):
         gpu_type = gpu_type_of_pool(ti.pool)
-        if (ti.state != "success" or gpu_type not in cluster.names or ti.start_s is None or ti.end_s is None
-                or ti.declaration is None):
+        if (
+            ti.state != "success"
+            or gpu_type not in cluster.names
+            or ti.start_s is None
+            or ti.end_s is None
+            or ti.declaration is None
+        ):
             continue
         try:
             job = _job(ti, parse_declaration(ti.declaration), ti.start_s)
         except WorkloadError:
             continue
         if job.is_streaming or job.estimate_s is not None:
-            out.append(Completion(job.with_estimate(job.estimate_s or ti.end_s - ti.start_s), gpu_type,
-                                  ti.start_s, ti.end_s))
+            out.append(
+                Completion(job.with_estimate(job.estimate_s or ti.end_s - ti.start_s), gpu_type, ti.start_s, ti.end_s)
+            )
     return out

@@ -40,8 +40,11 @@ plan_table = Table(
     Column("predicted", Text, doc="predicted metrics of the plan vs Airflow's own dispatch (JSON)"),
     Column("applied", Boolean, nullable=False),
     Column("moved", Integer, doc="task instances whose pool or weight this plan changed"),
-    Column("checked_s", Float, doc="when a planning cycle last found this plan's decisions unchanged "
-                                   "(the planner's heartbeat; epoch seconds)"),
+    Column(
+        "checked_s",
+        Float,
+        doc="when a planning cycle last found this plan's decisions unchanged (the planner's heartbeat; epoch seconds)",
+    ),
 )
 
 #: One row per job considered in a plan.

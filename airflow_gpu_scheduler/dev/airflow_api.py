@@ -33,8 +33,9 @@ class AirflowRestClient:
     def token(self) -> str:
         if self._token is None:
             user = next(iter(self.users))
-            answer = self._request("POST", "/auth/token", {"username": user, "password": self.users[user][1]},
-                                   auth=False)
+            answer = self._request(
+                "POST", "/auth/token", {"username": user, "password": self.users[user][1]}, auth=False
+            )
             self._token = answer["access_token"]
         return self._token
 
@@ -125,8 +126,11 @@ class AirflowRestClient:
 
     def set_task_state(self, dag_id: str, run_id: str, task_id: str, state: str) -> None:
         """Set a task instance's state (e.g. ``success`` stops a running task)."""
-        self.api("PATCH", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/{task_id}",
-                 {"new_state": state})
+        self.api(
+            "PATCH",
+            f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/{task_id}",
+            {"new_state": state},
+        )
 
     def active_runs(self, dag_id: str) -> list[str]:
         """Run ids of the DAG's queued or running runs."""
@@ -134,6 +138,14 @@ class AirflowRestClient:
         return [run["dag_run_id"] for run in answer.get("dag_runs", [])]
 
     def clear_task(self, dag_id: str, run_id: str, task_id: str) -> None:
-        self.api("POST", f"/dags/{dag_id}/clearTaskInstances",
-                 {"dry_run": False, "dag_run_id": run_id, "task_ids": [task_id], "only_failed": False,
-                  "reset_dag_runs": True})
+        self.api(
+            "POST",
+            f"/dags/{dag_id}/clearTaskInstances",
+            {
+                "dry_run": False,
+                "dag_run_id": run_id,
+                "task_ids": [task_id],
+                "only_failed": False,
+                "reset_dag_runs": True,
+            },
+        )

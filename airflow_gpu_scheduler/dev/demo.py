@@ -93,11 +93,13 @@ def stop_signals_ignored() -> Iterator[None]:
 
 def planner_settings(config: PlannerConfig = report.PLANNER_CONFIG, cycle_s: float = report.CYCLE_S) -> dict[str, str]:
     """``AIRFLOW__GPU_SCHEDULER__*`` for the demo's Airflow: the planner knobs the forecast simulates."""
-    return {"AIRFLOW__GPU_SCHEDULER__PLANNING_STEP_S": str(config.step_s),
-            "AIRFLOW__GPU_SCHEDULER__PLANNING_HORIZON_S": str(config.horizon_s),
-            "AIRFLOW__GPU_SCHEDULER__PLANNING_BUDGET_S": str(config.time_limit_s),
-            "AIRFLOW__GPU_SCHEDULER__CYCLE_INTERVAL_S": str(cycle_s),
-            "AIRFLOW__GPU_SCHEDULER__REPLAN_INTERVAL_S": str(report.REPLAN_S)}
+    return {
+        "AIRFLOW__GPU_SCHEDULER__PLANNING_STEP_S": str(config.step_s),
+        "AIRFLOW__GPU_SCHEDULER__PLANNING_HORIZON_S": str(config.horizon_s),
+        "AIRFLOW__GPU_SCHEDULER__PLANNING_BUDGET_S": str(config.time_limit_s),
+        "AIRFLOW__GPU_SCHEDULER__CYCLE_INTERVAL_S": str(cycle_s),
+        "AIRFLOW__GPU_SCHEDULER__REPLAN_INTERVAL_S": str(report.REPLAN_S),
+    }
 
 
 def _port(wanted: int) -> int:
@@ -140,8 +142,9 @@ def start_planner(af: EmbeddedAirflow, timeout_s: float = 120.0) -> None:
         if running:
             return
         time.sleep(1.0)
-    raise TimeoutError(f"the {PLANNER_DAG} DAG's planning task did not start within {timeout_s:.0f} s; "
-                       f"see {af.home / 'logs'}")
+    raise TimeoutError(
+        f"the {PLANNER_DAG} DAG's planning task did not start within {timeout_s:.0f} s; see {af.home / 'logs'}"
+    )
 
 
 def submit(af: EmbeddedAirflow) -> float:
@@ -151,7 +154,7 @@ def submit(af: EmbeddedAirflow) -> float:
     for i, arrival in enumerate(workload.ARRIVALS):
         time.sleep(max(0.0, start + arrival.at_s - time.monotonic()))
         # Alternate which run is triggered first, so neither is always a few milliseconds ahead.
-        for planned in ((True, False) if i % 2 == 0 else (False, True)):
+        for planned in (True, False) if i % 2 == 0 else (False, True):
             af.trigger(workload.dag_id(arrival.kind, planned), arrival.name, {"seconds": arrival.seconds})
     return t0
 
@@ -166,11 +169,14 @@ def recorded(engine, t0: float) -> dict[bool, list[report.Record]]:
     out: dict[bool, list[report.Record]] = {True: [], False: []}
     with engine.connect() as conn:
         for row in conn.execute(query, {"dags": DEMO_DAGS}).mappings():
+
             def rel(value):
                 epoch = to_epoch(value)
                 return None if epoch is None else epoch - t0
+
             out[row["dag_id"] in planned_dags].append(
-                report.Record(row["run_id"], rel(row["queued_at"]) or 0.0, rel(row["start_date"]), rel(row["end_date"])))
+                report.Record(row["run_id"], rel(row["queued_at"]) or 0.0, rel(row["start_date"]), rel(row["end_date"]))
+            )
     return out
 
 
@@ -179,14 +185,16 @@ def plan_trace(engine, t0: float, window_s: float) -> report.PlanTrace:
     planned_dags = [workload.dag_id(kind, True) for kind in workload.KINDS]
     window = and_(plan_table.c.created_s >= t0, plan_table.c.created_s <= t0 + window_s)
     with engine.connect() as conn:
-        plans = conn.execute(select(plan_table.c.created_s, plan_table.c.pool_slots).where(window)
-                             .order_by(plan_table.c.created_s)).all()
+        plans = conn.execute(
+            select(plan_table.c.created_s, plan_table.c.pool_slots).where(window).order_by(plan_table.c.created_s)
+        ).all()
         seen = conn.execute(select(func.max(plan_table.c.checked_s)).where(window)).scalar()
         jobs = conn.execute(
             select(plan_table.c.created_s, plan_job_table.c.run_id, plan_job_table.c.decision, plan_job_table.c.reason)
             .join(plan_table, plan_table.c.id == plan_job_table.c.plan_id)
             .where(window, plan_job_table.c.dag_id.in_(planned_dags))
-            .order_by(plan_table.c.created_s)).all()
+            .order_by(plan_table.c.created_s)
+        ).all()
     streaming = f"gpu_{workload.GPU_TYPE}_streaming"
     reasons: dict[str, list[tuple[float, str]]] = {}
     released: dict[str, float] = {}
@@ -198,16 +206,27 @@ def plan_trace(engine, t0: float, window_s: float) -> report.PlanTrace:
             released.setdefault(run_id, created - t0)
     return report.PlanTrace(
         created_s=tuple(created - t0 for created, _ in plans),
-        streaming_slots=tuple((created - t0, int(json.loads(slots or "{}").get(streaming, 0))) for created, slots in plans),
-        reasons={k: tuple(v) for k, v in reasons.items()}, released_s=released,
-        last_seen_s=float(seen) - t0 if seen is not None else None)
+        streaming_slots=tuple(
+            (created - t0, int(json.loads(slots or "{}").get(streaming, 0))) for created, slots in plans
+        ),
+        reasons={k: tuple(v) for k, v in reasons.items()},
+        released_s=released,
+        last_seen_s=float(seen) - t0 if seen is not None else None,
+    )
 
 
-def print_summary(alone: report.RunScore, planned: report.RunScore, sim_airflow: report.RunScore,
-                  sim_milp: report.RunScore, trace: report.PlanTrace) -> None:
-    _say(f"\nWhat ran over the same {workload.WINDOW_S:.0f} s window on {workload.GPUS} {workload.GPU_TYPE} GPUs "
-         "(measured: from the task instances' recorded start and end times; forecast: the core's simulator, "
-         "where a task starts the moment its slot opens):")
+def print_summary(
+    alone: report.RunScore,
+    planned: report.RunScore,
+    sim_airflow: report.RunScore,
+    sim_milp: report.RunScore,
+    trace: report.PlanTrace,
+) -> None:
+    _say(
+        f"\nWhat ran over the same {workload.WINDOW_S:.0f} s window on {workload.GPUS} {workload.GPU_TYPE} GPUs "
+        "(measured: from the task instances' recorded start and end times; forecast: the core's simulator, "
+        "where a task starts the moment its slot opens):"
+    )
     rows = report.lines(alone, planned, sim_airflow, sim_milp)
     for line in report.table(rows):
         _say("  " + line)
@@ -216,16 +235,20 @@ def print_summary(alone: report.RunScore, planned: report.RunScore, sim_airflow:
         _say("\nWhere Airflow alone comes out ahead, and why:")
         for reason in reasons:
             _say(f"  - {reason}")
-    _say("\nPriority-weighted output counts a batch job (priority x GPUs x its length) only if it finishes in the "
-         "window and by its deadline,\nand a real-time job only if it starts within its wait budget, as in "
-         "'gpu-scheduler bench'.")
+    _say(
+        "\nPriority-weighted output counts a batch job (priority x GPUs x its length) only if it finishes in the "
+        "window and by its deadline,\nand a real-time job only if it starts within its wait budget, as in "
+        "'gpu-scheduler bench'."
+    )
 
 
 def run(home: Path, port: int, exit_after: bool) -> int:
     """Run the demo; returns the process exit status."""
     if not all((SOURCE_DAGS / name).exists() for name in DAG_FILES):
-        _error(f"error: the demo's DAG files {', '.join(DAG_FILES)} are missing from {SOURCE_DAGS}; "
-               "reinstall airflow-gpu-scheduler")
+        _error(
+            f"error: the demo's DAG files {', '.join(DAG_FILES)} are missing from {SOURCE_DAGS}; "
+            "reinstall airflow-gpu-scheduler"
+        )
         return 2
     home = Path(home).resolve()
     shutil.rmtree(home, ignore_errors=True)
@@ -233,14 +256,20 @@ def run(home: Path, port: int, exit_after: bool) -> int:
     for name in DAG_FILES:
         shutil.copy(SOURCE_DAGS / name, home / "dags" / name)
 
-    af = EmbeddedAirflow(home, home / "dags", port=_port(port), parallelism=2 * workload.GPUS + 4, extra_env={
-        "AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps(workload.CLUSTER.to_dict()),
-        # The platform DAG plans as the forecast does: jobs of seconds, not hours, need a fine grid
-        # near now and a short cycle ([gpu_scheduler] settings, read by the planning task).
-        **planner_settings(),
-        # Nothing runs until the demo says so.
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-    })
+    af = EmbeddedAirflow(
+        home,
+        home / "dags",
+        port=_port(port),
+        parallelism=2 * workload.GPUS + 4,
+        extra_env={
+            "AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps(workload.CLUSTER.to_dict()),
+            # The platform DAG plans as the forecast does: jobs of seconds, not hours, need a fine grid
+            # near now and a short cycle ([gpu_scheduler] settings, read by the planning task).
+            **planner_settings(),
+            # Nothing runs until the demo says so.
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        },
+    )
     shown = False
     with stop_on_signals():
         try:
@@ -252,15 +281,19 @@ def run(home: Path, port: int, exit_after: bool) -> int:
             af.start()
             af.wait_for_dags([PLANNER_DAG, *DEMO_DAGS])
             statuses = wait_until_healthy(af)
-            _say(f"Airflow is up: {af.base_url}  (login admin / admin); health: "
-                 + ", ".join(f"{name} {status}" for name, status in statuses.items()))
+            _say(
+                f"Airflow is up: {af.base_url}  (login admin / admin); health: "
+                + ", ".join(f"{name} {status}" for name, status in statuses.items())
+            )
             af.set_pool(workload.ALONE_POOL, workload.GPUS)
             for dag in DEMO_DAGS:
                 af.api("PATCH", f"/dags/{dag}", {"is_paused": False})
             start_planner(af)
-            _say(f"\nSubmitting {len(workload.ARRIVALS)} GPU jobs over {workload.ARRIVALS[-1].at_s:.0f} s to both runs "
-                 f"at once: Airflow alone (pool {workload.ALONE_POOL}, {workload.GPUS} slots) and planned (the "
-                 f"{PLANNER_DAG} DAG plans every {report.CYCLE_S:.0f} s); results after {workload.WINDOW_S:.0f} s ...")
+            _say(
+                f"\nSubmitting {len(workload.ARRIVALS)} GPU jobs over {workload.ARRIVALS[-1].at_s:.0f} s to both runs "
+                f"at once: Airflow alone (pool {workload.ALONE_POOL}, {workload.GPUS} slots) and planned (the "
+                f"{PLANNER_DAG} DAG plans every {report.CYCLE_S:.0f} s); results after {workload.WINDOW_S:.0f} s ..."
+            )
             t0 = submit(af)
             time.sleep(max(0.0, t0 + workload.WINDOW_S + GRACE_S - time.time()))
             engine = create_engine(af.sqlalchemy_url)
@@ -272,8 +305,10 @@ def run(home: Path, port: int, exit_after: bool) -> int:
             alone, planned = report.score("Airflow alone", runs[False]), report.score("planned", runs[True])
             print_summary(alone, planned, sim_airflow, sim_milp, trace)
             shown = True
-            _say(f"\nUI: {af.base_url}  login: admin / admin  (Browse > GPU Schedule: the plan and why each job "
-                 "waits; a held task's note in the Grid view says the same)")
+            _say(
+                f"\nUI: {af.base_url}  login: admin / admin  (Browse > GPU Schedule: the plan and why each job "
+                "waits; a held task's note in the Grid view says the same)"
+            )
             if exit_after:
                 return 0
             _say("Airflow keeps running (the rest of the workload finishes); press Ctrl-C to stop it.")

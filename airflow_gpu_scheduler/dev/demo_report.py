@@ -92,21 +92,24 @@ def score(label: str, records: Sequence[Record], window_s: float = workload.WIND
         r = by_name.get(job.job_id)
         start = r.start_s if r is not None and r.start_s is not None and r.start_s <= window_s else None
         end = r.end_s if r is not None and start is not None and r.end_s is not None and r.end_s <= window_s else None
-        outcomes[job.job_id] = Outcome(job.job_id, workload.GPU_TYPE if start is not None else None,
-                                       job.submit_s, start, end)
+        outcomes[job.job_id] = Outcome(
+            job.job_id, workload.GPU_TYPE if start is not None else None, job.submit_s, start, end
+        )
     result = SimResult(label, workload.CLUSTER, tuple(jobs), window_s, outcomes)
     return RunScore(label, result, evaluate(result))
 
 
-def forecast(config: PlannerConfig = PLANNER_CONFIG, cycle_s: float = CYCLE_S,
-             window_s: float = workload.WINDOW_S) -> tuple[RunScore, RunScore]:
+def forecast(
+    config: PlannerConfig = PLANNER_CONFIG, cycle_s: float = CYCLE_S, window_s: float = workload.WINDOW_S
+) -> tuple[RunScore, RunScore]:
     """The core's simulator on the demo's workload: Airflow's dispatch, and the ``milp`` policy
     planning on the operator's cadence. Tasks start the moment a slot opens for them."""
     jobs = workload.jobs()
     out = []
-    for label, policy in (("airflow", make_policy("airflow")),
-                          ("milp", make_policy("milp", config=config, solve_every_s=cycle_s, min_interval_s=REPLAN_S,
-                                               release_next=True))):
+    for label, policy in (
+        ("airflow", make_policy("airflow")),
+        ("milp", make_policy("milp", config=config, solve_every_s=cycle_s, min_interval_s=REPLAN_S, release_next=True)),
+    ):
         result = simulate(workload.CLUSTER, jobs, policy, window_s)
         out.append(RunScore(label, result, evaluate(result)))
     return out[0], out[1]
@@ -161,24 +164,46 @@ def lines(alone: RunScore, planned: RunScore, sim_airflow: RunScore, sim_milp: R
     gang_waits = [_wait(r, gang) for r in runs]
     rt_waits = [_wait(r, endpoint, budget) for r in runs]
     return [
-        Line("GPU utilization", tuple(f"{round(r.metrics.utilization * 100)}%" for r in runs),
-             tuple(round(r.metrics.utilization * 100) for r in runs), True),
-        Line("priority-weighted output", tuple(f"{round(r.metrics.weighted_output):,}" for r in runs),
-             tuple(round(r.metrics.weighted_output) for r in runs), True),
-        Line(f"training gang ({gang.gpus} GPUs) wait", tuple(c for c, _ in gang_waits),
-             tuple(v for _, v in gang_waits), False),
-        Line(f"real-time wait (budget {budget:.0f} s)", tuple(c for c, _ in rt_waits), tuple(v for _, v in rt_waits),
-             False),
-        Line("jobs finished in the window", tuple(f"{r.finished} of {len(r.result.jobs)}" for r in runs),
-             tuple(r.finished for r in runs), True),
+        Line(
+            "GPU utilization",
+            tuple(f"{round(r.metrics.utilization * 100)}%" for r in runs),
+            tuple(round(r.metrics.utilization * 100) for r in runs),
+            True,
+        ),
+        Line(
+            "priority-weighted output",
+            tuple(f"{round(r.metrics.weighted_output):,}" for r in runs),
+            tuple(round(r.metrics.weighted_output) for r in runs),
+            True,
+        ),
+        Line(
+            f"training gang ({gang.gpus} GPUs) wait",
+            tuple(c for c, _ in gang_waits),
+            tuple(v for _, v in gang_waits),
+            False,
+        ),
+        Line(
+            f"real-time wait (budget {budget:.0f} s)",
+            tuple(c for c, _ in rt_waits),
+            tuple(v for _, v in rt_waits),
+            False,
+        ),
+        Line(
+            "jobs finished in the window",
+            tuple(f"{r.finished} of {len(r.result.jobs)}" for r in runs),
+            tuple(r.finished for r in runs),
+            True,
+        ),
     ]
 
 
 def table(rows: Sequence[Line]) -> list[str]:
     """The summary table, one string per line."""
     width = 34
-    out = [f"{'':{width}}{'measured':^28}{'simulator forecast':^28}",
-           f"{'':{width}}{'Airflow alone':>14}{'planned':>14}{'airflow':>14}{'milp':>14}"]
+    out = [
+        f"{'':{width}}{'measured':^28}{'simulator forecast':^28}",
+        f"{'':{width}}{'Airflow alone':>14}{'planned':>14}{'airflow':>14}{'milp':>14}",
+    ]
     for row in rows:
         out.append(f"{row.label:{width}}" + "".join(f"{c:>14}" for c in row.cells))
     return out
@@ -236,8 +261,10 @@ def _cadence(trace: PlanTrace, window_s: float = workload.WINDOW_S) -> str:
     if len(times) < 2:
         return f"{len(times)} plan(s) in the window"
     gaps = [b - a for a, b in itertools.pairwise(times)]
-    text = (f"{len(times)} plans stored in the window (one each time the plan's decisions changed), "
-            f"{sorted(gaps)[len(gaps) // 2]:.0f} s apart (at most {max(gaps):.0f} s)")
+    text = (
+        f"{len(times)} plans stored in the window (one each time the plan's decisions changed), "
+        f"{sorted(gaps)[len(gaps) // 2]:.0f} s apart (at most {max(gaps):.0f} s)"
+    )
     last = max(times[-1], trace.last_seen_s if trace.last_seen_s is not None else times[-1])
     if window_s - last > 3 * CYCLE_S:
         text += f", none after {last:.0f} s: no planning task ran (see the gpu_scheduler DAG's runs)"
@@ -269,24 +296,35 @@ def why_alone_is_ahead(alone: RunScore, planned: RunScore, trace: PlanTrace, row
         mine, theirs = idle_time(planned, trace), idle_time(alone)
         parts = []
         if mine.gang >= 1:
-            parts.append(f"{mine.gang:.0f} while GPUs drained for the {gang.gpus}-GPU training gang (the price of "
-                         "starting it while small jobs keep coming; Airflow alone lets them take every GPU that "
-                         "frees up, and the gang waits)")
+            parts.append(
+                f"{mine.gang:.0f} while GPUs drained for the {gang.gpus}-GPU training gang (the price of "
+                "starting it while small jobs keep coming; Airflow alone lets them take every GPU that "
+                "frees up, and the gang waits)"
+            )
         if mine.reserved >= 1:
-            parts.append(f"{mine.reserved:.0f} kept free for real-time inference (the streaming reservation: once "
-                         "an endpoint has run, GPUs stay reserved for the next one)")
+            parts.append(
+                f"{mine.reserved:.0f} kept free for real-time inference (the streaming reservation: once "
+                "an endpoint has run, GPUs stay reserved for the next one)"
+            )
         if mine.other >= 1:
-            parts.append(f"{mine.other:.0f} between a GPU freeing up and the next job starting (task start-up, "
-                         f"and the wait for the planner to look again: {_cadence(trace)})")
-        out.append(f"GPU utilization: while work waited, the planned run left {mine.total:.0f} GPU-seconds idle and "
-                   f"Airflow alone {theirs.total:.0f} (task start-up: a job's GPUs sit idle for the seconds its "
-                   "process takes to start, in both runs). Of the planned run's: " + "; ".join(parts) + ".")
+            parts.append(
+                f"{mine.other:.0f} between a GPU freeing up and the next job starting (task start-up, "
+                f"and the wait for the planner to look again: {_cadence(trace)})"
+            )
+        out.append(
+            f"GPU utilization: while work waited, the planned run left {mine.total:.0f} GPU-seconds idle and "
+            f"Airflow alone {theirs.total:.0f} (task start-up: a job's GPUs sit idle for the seconds its "
+            "process takes to start, in both runs). Of the planned run's: " + "; ".join(parts) + "."
+        )
     if output:
         lost = []
         for job in alone.result.jobs:
-            a = job_output(job, alone.outcome(job.job_id).start_s, alone.outcome(job.job_id).end_s, alone.result.horizon_s)
-            p = job_output(job, planned.outcome(job.job_id).start_s, planned.outcome(job.job_id).end_s,
-                           planned.result.horizon_s)
+            a = job_output(
+                job, alone.outcome(job.job_id).start_s, alone.outcome(job.job_id).end_s, alone.result.horizon_s
+            )
+            p = job_output(
+                job, planned.outcome(job.job_id).start_s, planned.outcome(job.job_id).end_s, planned.result.horizon_s
+            )
             if a > p + 1e-6:
                 words = job.kind.value.replace("_", " ")
                 lost.append((a - p, f"{job.job_id} ({words}, priority {job.priority:g}) {_lost(job, planned)}"))
@@ -305,28 +343,45 @@ def why_alone_is_ahead(alone: RunScore, planned: RunScore, trace: PlanTrace, row
             detail.append(f"the plan held it: {reason}")
         kept = max((n for at, n in trace.streaming_slots if at <= endpoint_submit(planned)), default=0)
         if not kept:
-            detail.append("no GPU was reserved for real-time inference yet (the reservation is learned from "
-                          "endpoints that ran before, and none had)")
+            detail.append(
+                "no GPU was reserved for real-time inference yet (the reservation is learned from "
+                "endpoints that ran before, and none had)"
+            )
         if released is not None and rt_planned is not None:
             start = planned.outcome(endpoint.job_id).start_s or 0.0
             after = start - released
-            detail.append(f"a plan released it {released - endpoint_submit(planned):.0f} s after it arrived, and it "
-                          + (f"started {after:.0f} s later (task start-up)" if after >= 1 else "started at once"))
+            detail.append(
+                f"a plan released it {released - endpoint_submit(planned):.0f} s after it arrived, and it "
+                + (f"started {after:.0f} s later (task start-up)" if after >= 1 else "started at once")
+            )
         elif released is None:
             detail.append("no plan released it in the window")
-        out.append(f"real-time wait: {rows[3].values[1]:.1f} s planned against {rows[3].values[0]:.1f} s alone; "
-                   + "; ".join(detail) + ".")
+        out.append(
+            f"real-time wait: {rows[3].values[1]:.1f} s planned against {rows[3].values[0]:.1f} s alone; "
+            + "; ".join(detail)
+            + "."
+        )
     if finished:
-        small = [j for j in alone.result.jobs if alone.outcome(j.job_id).end_s is not None
-                 and planned.outcome(j.job_id).end_s is None]
+        small = [
+            j
+            for j in alone.result.jobs
+            if alone.outcome(j.job_id).end_s is not None and planned.outcome(j.job_id).end_s is None
+        ]
         kinds = " and ".join(sorted({j.kind.value.replace("_", " ") for j in small}))
         top = max((j.priority for j in small), default=0.0)
         gang_done = planned.outcome(gang.job_id).end_s is not None and alone.outcome(gang.job_id).end_s is None
-        out.append(f"jobs finished: Airflow alone finished {len(small)} {kinds} job(s) (priority {top:g} or less) "
-                   "that the planned run had not finished when the window closed: the planned run "
-                   + (f"ran the training gang ({gang.gpus} GPUs x {gang.duration_s:.0f} s, priority {gang.priority:g}) "
-                      "in their place" if gang_done else "gave their GPUs to higher-priority work")
-                   + (", and left GPUs idle as the utilization line explains" if utilization else "") + ".")
+        out.append(
+            f"jobs finished: Airflow alone finished {len(small)} {kinds} job(s) (priority {top:g} or less) "
+            "that the planned run had not finished when the window closed: the planned run "
+            + (
+                f"ran the training gang ({gang.gpus} GPUs x {gang.duration_s:.0f} s, priority {gang.priority:g}) "
+                "in their place"
+                if gang_done
+                else "gave their GPUs to higher-priority work"
+            )
+            + (", and left GPUs idle as the utilization line explains" if utilization else "")
+            + "."
+        )
     return out
 
 

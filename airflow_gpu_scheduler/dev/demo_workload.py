@@ -45,8 +45,9 @@ class DemoKind:
 
 KINDS = {
     JobKind.TRAINING: DemoKind(JobKind.TRAINING, "finetune", gpus=4, estimate_s=50.0, priority=10.0, deadline_s=100.0),
-    JobKind.REALTIME_INFERENCE: DemoKind(JobKind.REALTIME_INFERENCE, "serve", gpus=1, estimate_s=40.0, priority=5.0,
-                                         max_wait_s=20.0),
+    JobKind.REALTIME_INFERENCE: DemoKind(
+        JobKind.REALTIME_INFERENCE, "serve", gpus=1, estimate_s=40.0, priority=5.0, max_wait_s=20.0
+    ),
     JobKind.BATCH_INFERENCE: DemoKind(JobKind.BATCH_INFERENCE, "score", gpus=2, estimate_s=30.0, priority=3.0),
     JobKind.QUANTIZATION: DemoKind(JobKind.QUANTIZATION, "quantize", gpus=1, estimate_s=25.0, priority=1.0),
 }
@@ -65,12 +66,39 @@ class Arrival:
 def _arrivals() -> tuple[Arrival, ...]:
     q, b = JobKind.QUANTIZATION, JobKind.BATCH_INFERENCE
     # Actual lengths vary around the estimates (about +-20 %), as real runtimes do.
-    quant = [(0, 22), (0, 27), (1, 24), (2, 29), (3, 21), (6, 26), (10, 23), (14, 28), (18, 22), (22, 27),
-             (26, 24), (30, 26), (34, 23), (38, 25), (42, 21), (46, 28), (50, 24), (54, 22), (58, 27), (62, 25),
-             (66, 23), (70, 26), (74, 22), (78, 28)]
+    quant = [
+        (0, 22),
+        (0, 27),
+        (1, 24),
+        (2, 29),
+        (3, 21),
+        (6, 26),
+        (10, 23),
+        (14, 28),
+        (18, 22),
+        (22, 27),
+        (26, 24),
+        (30, 26),
+        (34, 23),
+        (38, 25),
+        (42, 21),
+        (46, 28),
+        (50, 24),
+        (54, 22),
+        (58, 27),
+        (62, 25),
+        (66, 23),
+        (70, 26),
+        (74, 22),
+        (78, 28),
+    ]
     out = [Arrival(f"quantize_{i:02d}", at, q, s) for i, (at, s) in enumerate(quant)]
-    out += [Arrival("finetune", 8, JobKind.TRAINING, 52), Arrival("score_0", 16, b, 28), Arrival("score_1", 40, b, 33),
-            Arrival("endpoint", 75, JobKind.REALTIME_INFERENCE, 40)]
+    out += [
+        Arrival("finetune", 8, JobKind.TRAINING, 52),
+        Arrival("score_0", 16, b, 28),
+        Arrival("score_1", 40, b, 33),
+        Arrival("endpoint", 75, JobKind.REALTIME_INFERENCE, 40),
+    ]
     return tuple(sorted(out, key=lambda a: (a.at_s, a.name)))
 
 
@@ -95,10 +123,19 @@ def jobs(submit_s: dict[str, float] | None = None) -> list[Job]:
     for arrival in ARRIVALS:
         spec = KINDS[arrival.kind]
         submit = (submit_s or {}).get(arrival.name, arrival.at_s)
-        out.append(Job(
-            job_id=arrival.name, submit_s=submit, kind=arrival.kind,
-            gpus=spec.gpus, duration_s=arrival.seconds, estimate_s=spec.estimate_s, priority=spec.priority,
-            gpu_types=(GPU_TYPE,), group=arrival.kind.value, max_wait_s=spec.max_wait_s,
-            deadline_s=None if spec.deadline_s is None else submit + spec.deadline_s,
-        ))
+        out.append(
+            Job(
+                job_id=arrival.name,
+                submit_s=submit,
+                kind=arrival.kind,
+                gpus=spec.gpus,
+                duration_s=arrival.seconds,
+                estimate_s=spec.estimate_s,
+                priority=spec.priority,
+                gpu_types=(GPU_TYPE,),
+                group=arrival.kind.value,
+                max_wait_s=spec.max_wait_s,
+                deadline_s=None if spec.deadline_s is None else submit + spec.deadline_s,
+            )
+        )
     return out

@@ -38,6 +38,8 @@ from airflow_gpu_scheduler.dev.processes import (
 #: Every component ``airflow standalone`` starts: without a triggerer the UI's health check shows it red
 #: (and deferrable tasks would never resume).
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
+
+
 @dataclass
 class EmbeddedAirflow(AirflowRestClient):
     """One Airflow installation in ``home``.
@@ -84,42 +86,56 @@ class EmbeddedAirflow(AirflowRestClient):
         return make_url(self.database_url)
 
     def metadata_connection_json(self) -> str:
-        """The ``gpu_scheduler_metadata`` connection for this database, as Airflow connection JSON (the provider's type)."""
+        """The ``gpu_scheduler_metadata`` connection (the provider's type) for this database, as Airflow JSON."""
         url = self.sqlalchemy_url
         if url.get_backend_name() == "sqlite":
             return json.dumps({"conn_type": "gpu_scheduler_metadata", "schema": url.database})
-        return json.dumps({"conn_type": "gpu_scheduler_metadata", "host": f"{url.drivername}://{url.host}",
-                           "port": url.port, "login": url.username, "password": url.password, "schema": url.database,
-                           "extra": json.dumps(dict(url.query))})
+        return json.dumps(
+            {
+                "conn_type": "gpu_scheduler_metadata",
+                "host": f"{url.drivername}://{url.host}",
+                "port": url.port,
+                "login": url.username,
+                "password": url.password,
+                "schema": url.database,
+                "extra": json.dumps(dict(url.query)),
+            }
+        )
 
     def env(self) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
         venv_bin = str(Path(sys.executable).parent)
         base["PATH"] = venv_bin + os.pathsep + base.get("PATH", "")
         admin_user = next(iter(self.users))
-        base.update({
-            "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{role}" for u, (role, _) in self.users.items()),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
-            "AIRFLOW__API_AUTH__JWT_SECRET": "gpu-scheduler-embedded-jwt-secret",
-            "AIRFLOW__API__SECRET_KEY": "gpu-scheduler-embedded-secret-key",
-            "AIRFLOW__API__BASE_URL": self.base_url,
-            "AIRFLOW__API__PORT": str(self.port),
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.sqlalchemy_url.render_as_string(hide_password=False),
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
-            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "AIRFLOW_CONN_GPU_SCHEDULER_METADATA": self.metadata_connection_json(),
-            "_AIRFLOW_EMBEDDED_ADMIN": admin_user,
-        })
+        base.update(
+            {
+                "AIRFLOW_HOME": str(self.home),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                "AIRFLOW__CORE__AUTH_MANAGER": (
+                    "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+                ),
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(
+                    f"{u}:{role}" for u, (role, _) in self.users.items()
+                ),
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
+                "AIRFLOW__API_AUTH__JWT_SECRET": "gpu-scheduler-embedded-jwt-secret",
+                "AIRFLOW__API__SECRET_KEY": "gpu-scheduler-embedded-secret-key",
+                "AIRFLOW__API__BASE_URL": self.base_url,
+                "AIRFLOW__API__PORT": str(self.port),
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.sqlalchemy_url.render_as_string(hide_password=False),
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
+                "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+                "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+                "AIRFLOW_CONN_GPU_SCHEDULER_METADATA": self.metadata_connection_json(),
+                "_AIRFLOW_EMBEDDED_ADMIN": admin_user,
+            }
+        )
         base.update(self.extra_env)
         return base
 
@@ -131,8 +147,14 @@ class EmbeddedAirflow(AirflowRestClient):
         (self.home / "logs").mkdir(exist_ok=True)
         (self.home / "passwords.json").write_text(json.dumps({u: pw for u, (_, pw) in self.users.items()}))
         with open(self.home / "logs" / "db-migrate.log", "w") as log:
-            done = subprocess.run(["airflow", "db", "migrate"], env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=300, check=False)
+            done = subprocess.run(
+                ["airflow", "db", "migrate"],
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=300,
+                check=False,
+            )
         if done.returncode != 0:
             raise RuntimeError(f"airflow db migrate failed; see {self.home / 'logs' / 'db-migrate.log'}")
         if self.sqlalchemy_url.get_backend_name() == "sqlite":
@@ -178,8 +200,9 @@ class EmbeddedAirflow(AirflowRestClient):
         mode = "a" if component in self._started else "w"
         log = open(self.home / "logs" / f"{component}.log", mode)  # noqa: SIM115 - lives as long as the process
         self._started.add(component)
-        self._procs[component] = subprocess.Popen(args, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-                                                  start_new_session=True)
+        self._procs[component] = subprocess.Popen(
+            args, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self._sessions.add(self._procs[component].pid)
 
     def stop_component(self, component: str, timeout_s: float = 20.0) -> None:
@@ -206,7 +229,7 @@ class EmbeddedAirflow(AirflowRestClient):
         return proc.pid if proc is not None and proc.poll() is None else None
 
     def sessions(self) -> set[int]:
-        """The sessions of every component started since :meth:`start` (the processes this object owns lead or run in them)."""
+        """The sessions of every component started since :meth:`start` (led by, or holding, its processes)."""
         return set(self._sessions)
 
     def start_celery_worker(self, name: str, queues: list[str], concurrency: int) -> None:
@@ -217,13 +240,31 @@ class EmbeddedAirflow(AirflowRestClient):
         """
         if name in self._procs:
             raise ValueError(f"a component named {name!r} is already running")
-        env = {**self.env(), "AIRFLOW__CORE__HOSTNAME_CALLABLE": "airflow_gpu_scheduler.dev.processes.worker_hostname",
-               WORKER_HOSTNAME_ENV: name}
-        args = ["airflow", "celery", "worker", "--queues", ",".join(queues), "--concurrency", str(concurrency),
-                "--celery-hostname", f"{name}@%h", "--pid", str(self.home / f"{name}.pid"), "--skip-serve-logs",
-                "--without-gossip", "--without-mingle"]
+        env = {
+            **self.env(),
+            "AIRFLOW__CORE__HOSTNAME_CALLABLE": "airflow_gpu_scheduler.dev.processes.worker_hostname",
+            WORKER_HOSTNAME_ENV: name,
+        }
+        args = [
+            "airflow",
+            "celery",
+            "worker",
+            "--queues",
+            ",".join(queues),
+            "--concurrency",
+            str(concurrency),
+            "--celery-hostname",
+            f"{name}@%h",
+            "--pid",
+            str(self.home / f"{name}.pid"),
+            "--skip-serve-logs",
+            "--without-gossip",
+            "--without-mingle",
+        ]
         log = open(self.home / "logs" / f"{name}.log", "w")  # noqa: SIM115 - lives as long as the process
-        self._procs[name] = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._procs[name] = subprocess.Popen(
+            args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self._sessions.add(self._procs[name].pid)
 
     def wait_for_celery_workers(self, names: list[str], timeout_s: float = 120.0) -> None:
@@ -232,7 +273,9 @@ class EmbeddedAirflow(AirflowRestClient):
         waiting = list(names)
         while time.monotonic() < deadline:
             self._check_alive()
-            waiting = [n for n in waiting if " ready." not in (self.home / "logs" / f"{n}.log").read_text(errors="replace")]
+            waiting = [
+                n for n in waiting if " ready." not in (self.home / "logs" / f"{n}.log").read_text(errors="replace")
+            ]
             if not waiting:
                 return
             time.sleep(0.5)
@@ -241,7 +284,9 @@ class EmbeddedAirflow(AirflowRestClient):
     def _check_alive(self) -> None:
         for name, proc in self._procs.items():
             if proc.poll() is not None:
-                raise RuntimeError(f"airflow {name} exited with {proc.returncode}; see {self.home / 'logs' / (name + '.log')}")
+                raise RuntimeError(
+                    f"airflow {name} exited with {proc.returncode}; see {self.home / 'logs' / (name + '.log')}"
+                )
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """Stop the components this object started, and everything they started, politely then firmly.
@@ -254,19 +299,15 @@ class EmbeddedAirflow(AirflowRestClient):
         sessions = {proc.pid for proc in self._procs.values()} | self._sessions
         for proc in self._procs.values():
             if proc.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
         deadline = time.monotonic() + timeout_s
         for proc in self._procs.values():
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 proc.wait(5)
         self._procs.clear()
         stop_sessions(sessions)
@@ -283,5 +324,13 @@ class EmbeddedAirflow(AirflowRestClient):
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-__all__ = ["COMPONENTS", "WORKER_HOSTNAME_ENV", "AirflowApiError", "EmbeddedAirflow", "free_port", "session_members",
-           "stop_sessions", "worker_hostname"]
+__all__ = [
+    "COMPONENTS",
+    "WORKER_HOSTNAME_ENV",
+    "AirflowApiError",
+    "EmbeddedAirflow",
+    "free_port",
+    "session_members",
+    "stop_sessions",
+    "worker_hostname",
+]

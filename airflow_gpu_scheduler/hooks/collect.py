@@ -63,7 +63,7 @@ class MetadataCollector:
             .join(dr, and_(dr.c.dag_id == ti.c.dag_id, dr.c.run_id == ti.c.run_id))
             .join(dag, dag.c.dag_id == ti.c.dag_id)
             .where(gpu_pool, ti.c.state.in_(("scheduled", "queued", "running")))
-            .where(or_(ti.c.state != "scheduled", and_(dr.c.state == "running", dag.c.is_paused == False)))
+            .where(or_(ti.c.state != "scheduled", and_(dr.c.state == "running", dag.c.is_paused == False)))  # noqa: E712 - SQL, not Python
         )
         finished = (
             select(ti)
@@ -90,8 +90,11 @@ class MetadataCollector:
                 waiting.append(item)
             elif row["pool"] != INTAKE_POOL:
                 running.append(item)
-        done = [self._task_instance(row, None) for row in finished_rows
-                if row["state"] == "success" or row["pool"].endswith("_streaming")]
+        done = [
+            self._task_instance(row, None)
+            for row in finished_rows
+            if row["state"] == "success" or row["pool"].endswith("_streaming")
+        ]
         return GpuWorkSnapshot(now_s, tuple(waiting), tuple(running), tuple(done), slots)
 
     def _task_instance(self, row: Mapping[str, Any], ready_s: float | None) -> GpuTaskInstance:
@@ -99,11 +102,17 @@ class MetadataCollector:
         declaration = self._declarations.get(row["dag_version_id"], {}).get(row["task_id"])
         duration = row["duration"]
         return GpuTaskInstance(
-            key=key, state=row["state"], pool=row["pool"], pool_slots=int(row["pool_slots"]),
-            priority_weight=row["priority_weight"], ready_s=ready_s,
+            key=key,
+            state=row["state"],
+            pool=row["pool"],
+            pool_slots=int(row["pool_slots"]),
+            priority_weight=row["priority_weight"],
+            ready_s=ready_s,
             start_s=to_epoch(row["start_date"]) or to_epoch(row["queued_dttm"]),
-            end_s=to_epoch(row["end_date"]), duration_s=float(duration) if duration is not None else None,
-            declaration=declaration, queue=row["queue"],
+            end_s=to_epoch(row["end_date"]),
+            duration_s=float(duration) if duration is not None else None,
+            declaration=declaration,
+            queue=row["queue"],
             default_weight=self._default_weights.get(row["dag_version_id"], {}).get(row["task_id"]),
         )
 
@@ -134,8 +143,14 @@ class MetadataCollector:
         ti = task_instance
         gpu_pool = or_(ti.c.pool == INTAKE_POOL, ti.c.pool.startswith(POOL_PREFIX, autoescape=True))
         query = (
-            select(ti.c.pool, ti.c.state, func.count(), func.max(ti.c.scheduled_dttm), func.max(ti.c.queued_dttm),
-                   func.max(ti.c.start_date))
+            select(
+                ti.c.pool,
+                ti.c.state,
+                func.count(),
+                func.max(ti.c.scheduled_dttm),
+                func.max(ti.c.queued_dttm),
+                func.max(ti.c.start_date),
+            )
             .where(gpu_pool, ti.c.state.in_(("scheduled", "queued", "running")))
             .group_by(ti.c.pool, ti.c.state)
         )
@@ -161,8 +176,12 @@ class MetadataCollector:
             select(ti)
             .join(dr, and_(dr.c.dag_id == ti.c.dag_id, dr.c.run_id == ti.c.run_id))
             .where(dr.c.state.in_(("queued", "running")))
-            .where(or_(and_(ti.c.pool == INTAKE_POOL, not_dispatched),
-                       and_(ti.c.pool.startswith(POOL_PREFIX, autoescape=True), ti.c.state == "scheduled")))
+            .where(
+                or_(
+                    and_(ti.c.pool == INTAKE_POOL, not_dispatched),
+                    and_(ti.c.pool.startswith(POOL_PREFIX, autoescape=True), ti.c.state == "scheduled"),
+                )
+            )
         )
         busy = (
             select(ti.c.pool, func.sum(ti.c.pool_slots))
@@ -187,9 +206,15 @@ class MetadataCollector:
         for row in rows:
             item = self._task_instance(row, to_epoch(row["scheduled_dttm"]))
             (held if row["pool"] == INTAKE_POOL else released).append(item)
-        return FailOpenState(now_s, tuple(held), tuple(released), busy_slots, slots,
-                             float(last_plan) if last_plan is not None else None,
-                             float(last_release) if last_release is not None else None)
+        return FailOpenState(
+            now_s,
+            tuple(held),
+            tuple(released),
+            busy_slots,
+            slots,
+            float(last_plan) if last_plan is not None else None,
+            float(last_release) if last_release is not None else None,
+        )
 
     def gpu_pool_intervals(self, since_s: float, conn=None, max_rows: int = 20000) -> list[dict[str, Any]]:
         """Task instances that held GPU-pool slots since ``since_s``: pool, slots, start_s, end_s (None: running).

@@ -23,7 +23,8 @@ class GpuSchedulerMetadataError(RuntimeError):
 
 
 class MetadataConnection:
-    """Engine, connection test and planning lock of :class:`~airflow_gpu_scheduler.hooks.metadata.GpuSchedulerMetadataHook`.
+    """Engine, connection test and planning lock of the metadata hook
+    (:class:`~airflow_gpu_scheduler.hooks.metadata.GpuSchedulerMetadataHook`).
 
     Expects ``gpu_scheduler_conn_id``, ``engine_kwargs``, ``_engine`` and Airflow's ``get_connection``
     (the hook's ``BaseHook``).

@@ -78,7 +78,9 @@ def sqlalchemy_url(conn: ConnectionLike) -> URL:
         try:
             url = make_url(str(whole))
         except ArgumentError:
-            raise MetadataConnectionError(f"connection {conn_id!r}: extra {URL_EXTRA!r} is not a SQLAlchemy URL") from None
+            raise MetadataConnectionError(
+                f"connection {conn_id!r}: extra {URL_EXTRA!r} is not a SQLAlchemy URL"
+            ) from None
         if conn.login:
             url = url.set(username=conn.login)
         if conn.password:
@@ -90,15 +92,27 @@ def sqlalchemy_url(conn: ConnectionLike) -> URL:
         path = conn.host or conn.schema
         if not path:
             raise MetadataConnectionError(
-                f"connection {conn_id!r}: a sqlite connection needs the database file path in host or schema")
+                f"connection {conn_id!r}: a sqlite connection needs the database file path in host or schema"
+            )
         return URL.create("sqlite", database=path, query=query)
     if not conn_type:
         raise MetadataConnectionError(f"connection {conn_id!r} has no conn_type; use {CONN_TYPE!r}")
     driver = _DRIVER_OF_TYPE.get(conn_type, conn_type)
-    url = URL.create(driver, conn.login or None, conn.password or None, conn.host or None, conn.port or None,
-                     conn.schema or None, query)
-    return _known_driver(conn_id, url, f"unsupported conn_type {conn.conn_type!r}; use {CONN_TYPE!r} (or postgres, "
-                                       f"mysql, sqlite), or put a full URL in extra as {{\"{URL_EXTRA}\": ...}}")
+    url = URL.create(
+        driver,
+        conn.login or None,
+        conn.password or None,
+        conn.host or None,
+        conn.port or None,
+        conn.schema or None,
+        query,
+    )
+    return _known_driver(
+        conn_id,
+        url,
+        f"unsupported conn_type {conn.conn_type!r}; use {CONN_TYPE!r} (or postgres, "
+        f'mysql, sqlite), or put a full URL in extra as {{"{URL_EXTRA}": ...}}',
+    )
 
 
 def _own_type_url(conn: ConnectionLike, query: Mapping[str, Any]) -> URL:
@@ -108,21 +122,32 @@ def _own_type_url(conn: ConnectionLike, query: Mapping[str, Any]) -> URL:
         if host:
             raise MetadataConnectionError(
                 f"connection {conn.conn_id!r}: Host {host!r} names no SQLAlchemy driver; write it as "
-                f"postgresql+psycopg2://{host} (or mysql+mysqldb://{host})")
+                f"postgresql+psycopg2://{host} (or mysql+mysqldb://{host})"
+            )
         if (conn.schema or "").startswith("/"):
             driver, hostname = "sqlite", ""
         else:
             raise MetadataConnectionError(
                 f"connection {conn.conn_id!r}: no Host, and Schema {conn.schema!r} is not a SQLite file's absolute "
-                "path; give Host as driver://host, e.g. postgresql+psycopg2://db.example.com")
+                "path; give Host as driver://host, e.g. postgresql+psycopg2://db.example.com"
+            )
     # ``postgres://`` is what Airflow itself writes and SQLAlchemy 2 refuses.
     driver = _DRIVER_OF_TYPE.get(driver, driver)
     if driver.startswith("sqlite"):
         if not conn.schema:
-            raise MetadataConnectionError(f"connection {conn.conn_id!r}: SQLite needs the file's absolute path in Schema")
+            raise MetadataConnectionError(
+                f"connection {conn.conn_id!r}: SQLite needs the file's absolute path in Schema"
+            )
         return _known_driver(conn.conn_id, URL.create(driver, database=conn.schema, query=query), f"Host {host!r}")
-    url = URL.create(driver, conn.login or None, conn.password or None, hostname.rstrip("/") or None,
-                     conn.port or None, conn.schema or None, query)
+    url = URL.create(
+        driver,
+        conn.login or None,
+        conn.password or None,
+        hostname.rstrip("/") or None,
+        conn.port or None,
+        conn.schema or None,
+        query,
+    )
     return _known_driver(conn.conn_id, url, f"Host {host!r} names an unknown SQLAlchemy driver {driver!r}")
 
 
@@ -149,5 +174,6 @@ def _query(conn_id: str, extra: Mapping[str, Any]) -> dict[str, str | tuple[str,
         else:
             raise MetadataConnectionError(
                 f"connection {conn_id!r}: extra {key!r} must be a string, number or list to pass to the driver, "
-                f"got {type(value).__name__}")
+                f"got {type(value).__name__}"
+            )
     return query

@@ -37,9 +37,21 @@ FAIL_OPEN_METHOD = Method.FAIL_OPEN.value
 TaskInstanceKey = JobKey
 
 __all__ = [
-    "AIRFLOW_TABLES", "FAIL_OPEN_METHOD", "MOVE_BATCH", "PLANNING_LOCK_KEY", "RELEASABLE_STATES", "ApplyResult",
-    "FailOpenState", "GpuSchedulerMetadataError", "GpuSchedulerMetadataHook", "GpuTaskInstance", "GpuWorkSnapshot",
-    "JobKey", "TaskInstanceKey", "is_gpu_pool", "to_epoch",
+    "AIRFLOW_TABLES",
+    "FAIL_OPEN_METHOD",
+    "MOVE_BATCH",
+    "PLANNING_LOCK_KEY",
+    "RELEASABLE_STATES",
+    "ApplyResult",
+    "FailOpenState",
+    "GpuSchedulerMetadataError",
+    "GpuSchedulerMetadataHook",
+    "GpuTaskInstance",
+    "GpuWorkSnapshot",
+    "JobKey",
+    "TaskInstanceKey",
+    "is_gpu_pool",
+    "to_epoch",
 ]
 
 
@@ -73,8 +85,12 @@ class GpuSchedulerMetadataHook(MetadataConnection, MetadataCollector, LeverWrite
         """The connection form: every field applies; labels say the host carries the driver."""
         return connection_url.UI_FIELD_BEHAVIOUR
 
-    def __init__(self, gpu_scheduler_conn_id: str | None = None, engine_kwargs: dict | None = None,
-                 history_rows: int | None = None) -> None:
+    def __init__(
+        self,
+        gpu_scheduler_conn_id: str | None = None,
+        engine_kwargs: dict | None = None,
+        history_rows: int | None = None,
+    ) -> None:
         super().__init__()
         self.gpu_scheduler_conn_id = gpu_scheduler_conn_id or config.get_str("metadata_conn_id")
         self.engine_kwargs = engine_kwargs or {}

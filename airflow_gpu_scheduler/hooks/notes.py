@@ -44,10 +44,18 @@ NOTE_LIMIT = 1000
 UPDATE_BATCH = 200
 
 _meta = MetaData()
-_task_instance = Table("task_instance", _meta, *(Column(n) for n in (
-    "id", "dag_id", "run_id", "task_id", "map_index", "state", "pool")))
-_note = Table("task_instance_note", _meta, Column("ti_id"), Column("user_id"), Column("content"),
-              Column("created_at", DateTime(timezone=True)), Column("updated_at", DateTime(timezone=True)))
+_task_instance = Table(
+    "task_instance", _meta, *(Column(n) for n in ("id", "dag_id", "run_id", "task_id", "map_index", "state", "pool"))
+)
+_note = Table(
+    "task_instance_note",
+    _meta,
+    Column("ti_id"),
+    Column("user_id"),
+    Column("content"),
+    Column("created_at", DateTime(timezone=True)),
+    Column("updated_at", DateTime(timezone=True)),
+)
 
 
 def fit(text: str) -> str:
@@ -67,8 +75,14 @@ class NoteCounts:
     error: str | None = None
 
     def as_dict(self) -> dict[str, int | float | str | None]:
-        return {"inserted": self.inserted, "updated": self.updated, "unchanged": self.unchanged, "kept": self.kept,
-                "wall_s": round(self.wall_s, 3), "error": self.error}
+        return {
+            "inserted": self.inserted,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "kept": self.kept,
+            "wall_s": round(self.wall_s, 3),
+            "error": self.error,
+        }
 
 
 @dataclass
@@ -113,8 +127,16 @@ class TaskInstanceNotes:
     def _write(self, conn: Connection, counts: NoteCounts) -> None:
         ti = _task_instance
         live = (
-            select(ti.c.id, ti.c.dag_id, ti.c.run_id, ti.c.task_id, ti.c.map_index, _note.c.ti_id.label("noted"),
-                   _note.c.user_id, _note.c.content)
+            select(
+                ti.c.id,
+                ti.c.dag_id,
+                ti.c.run_id,
+                ti.c.task_id,
+                ti.c.map_index,
+                _note.c.ti_id.label("noted"),
+                _note.c.user_id,
+                _note.c.content,
+            )
             .outerjoin(_note, _note.c.ti_id == ti.c.id)
             .where(or_(ti.c.pool == INTAKE_POOL, ti.c.pool.startswith(POOL_PREFIX, autoescape=True)))
             .where(ti.c.state.in_(("scheduled", "queued", "running")))
@@ -131,8 +153,15 @@ class TaskInstanceNotes:
                     continue
             wanted = fit(wanted)
             if row["noted"] is None:
-                inserts.append({"ti_id": row["id"], "user_id": PLANNER_USER, "content": wanted, "created_at": now,
-                                "updated_at": now})
+                inserts.append(
+                    {
+                        "ti_id": row["id"],
+                        "user_id": PLANNER_USER,
+                        "content": wanted,
+                        "created_at": now,
+                        "updated_at": now,
+                    }
+                )
             elif row["user_id"] != PLANNER_USER:
                 counts.kept += 1
             elif row["content"] == wanted:
@@ -145,13 +174,14 @@ class TaskInstanceNotes:
             if counts.inserted < 0:  # drivers that cannot count an executemany
                 counts.inserted = len(inserts)
         for start in range(0, len(updates), UPDATE_BATCH):
-            batch = dict(updates[start:start + UPDATE_BATCH])
+            batch = dict(updates[start : start + UPDATE_BATCH])
             # One statement per batch; the user check in the WHERE keeps a note a person
             # took over since the read.
             done = conn.execute(
                 update(_note)
                 .where(and_(_note.c.ti_id.in_(list(batch)), _note.c.user_id == PLANNER_USER))
-                .values(content=case(batch, value=_note.c.ti_id), updated_at=now))
+                .values(content=case(batch, value=_note.c.ti_id), updated_at=now)
+            )
             counts.updated += done.rowcount
 
 

@@ -30,7 +30,8 @@ def _job(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class PlanStore:
-    """Plan storage of :class:`~airflow_gpu_scheduler.hooks.metadata.GpuSchedulerMetadataHook` (expects ``get_engine``)."""
+    """Plan storage of the metadata hook (:class:`~airflow_gpu_scheduler.hooks.metadata.GpuSchedulerMetadataHook`;
+    expects ``get_engine``)."""
 
     def store_plan(self, plan_row: Mapping[str, Any], job_rows: Sequence[Mapping[str, Any]]) -> int:
         """Insert one plan and its job rows (see :mod:`airflow_gpu_scheduler.db.records`); returns the plan id."""
@@ -60,15 +61,23 @@ class PlanStore:
         (by job id), and new rows for the jobs it has not. Rows of jobs not in ``job_rows`` stay."""
         conn.execute(update(plan_table).where(plan_table.c.id == plan_id).values(**plan_values))
         columns = [c.name for c in plan_job_table.columns if c.name not in ("id", "plan_id")]
-        have = {job_id for (job_id,) in conn.execute(
-            select(plan_job_table.c.job_id).where(plan_job_table.c.plan_id == plan_id,
-                                                  plan_job_table.c.job_id.in_([r["job_id"] for r in job_rows])))}
+        have = {
+            job_id
+            for (job_id,) in conn.execute(
+                select(plan_job_table.c.job_id).where(
+                    plan_job_table.c.plan_id == plan_id, plan_job_table.c.job_id.in_([r["job_id"] for r in job_rows])
+                )
+            )
+        }
         new = []
         for row in job_rows:
             values = {c: row.get(c) for c in columns}
             if row["job_id"] in have:
-                conn.execute(update(plan_job_table).where(plan_job_table.c.plan_id == plan_id,
-                                                          plan_job_table.c.job_id == row["job_id"]).values(**values))
+                conn.execute(
+                    update(plan_job_table)
+                    .where(plan_job_table.c.plan_id == plan_id, plan_job_table.c.job_id == row["job_id"])
+                    .values(**values)
+                )
             else:
                 new.append({**values, "plan_id": plan_id})
         if new:
@@ -78,11 +87,16 @@ class PlanStore:
     def get_plans(self, limit: int = 20) -> list[dict[str, Any]]:
         """The most recent plans, newest first, each with its ``jobs``."""
         with self.get_engine().connect() as conn:  # type: ignore[attr-defined]
-            plans = [dict(r) for r in conn.execute(
-                select(plan_table).order_by(plan_table.c.id.desc()).limit(limit)).mappings()]
+            plans = [
+                dict(r)
+                for r in conn.execute(select(plan_table).order_by(plan_table.c.id.desc()).limit(limit)).mappings()
+            ]
             if plans:
-                jobs = conn.execute(select(plan_job_table).where(
-                    plan_job_table.c.plan_id.in_([p["id"] for p in plans])).order_by(plan_job_table.c.id)).mappings()
+                jobs = conn.execute(
+                    select(plan_job_table)
+                    .where(plan_job_table.c.plan_id.in_([p["id"] for p in plans]))
+                    .order_by(plan_job_table.c.id)
+                ).mappings()
                 by_plan: dict[int, list] = {}
                 for job in jobs:
                     by_plan.setdefault(job["plan_id"], []).append(_job(job))
@@ -96,17 +110,22 @@ class PlanStore:
             plan = c.execute(select(plan_table).order_by(plan_table.c.id.desc()).limit(1)).mappings().first()
             if plan is None:
                 return None
-            jobs = c.execute(select(plan_job_table).where(plan_job_table.c.plan_id == plan["id"])
-                             .order_by(plan_job_table.c.id)).mappings().all()
+            jobs = (
+                c.execute(
+                    select(plan_job_table).where(plan_job_table.c.plan_id == plan["id"]).order_by(plan_job_table.c.id)
+                )
+                .mappings()
+                .all()
+            )
         return {**dict(plan), "jobs": [_job(j) for j in jobs]}
 
     def previous_starts(self, conn=None) -> dict[str, float]:
         """Planned start per waiting job of the newest plan: the promises the next plan keeps when near."""
         newest = select(func.max(plan_table.c.id)).scalar_subquery()
-        query = (
-            select(plan_job_table.c.job_id, plan_job_table.c.planned_start_s)
-            .where(plan_job_table.c.plan_id == newest, plan_job_table.c.planned_start_s.is_not(None),
-                   plan_job_table.c.decision != _RUNNING)
+        query = select(plan_job_table.c.job_id, plan_job_table.c.planned_start_s).where(
+            plan_job_table.c.plan_id == newest,
+            plan_job_table.c.planned_start_s.is_not(None),
+            plan_job_table.c.decision != _RUNNING,
         )
         with self._reading(conn) as c:  # type: ignore[attr-defined]
             return {job_id: float(start) for job_id, start in c.execute(query)}
@@ -114,13 +133,15 @@ class PlanStore:
     def plan_summaries(self, limit: int = 20, conn=None) -> list[dict[str, Any]]:
         """The most recent plans without their jobs, newest first, each with ``decisions`` (count per decision)."""
         with self._reading(conn) as c:  # type: ignore[attr-defined]
-            plans = [dict(r) for r in c.execute(
-                select(plan_table).order_by(plan_table.c.id.desc()).limit(limit)).mappings()]
+            plans = [
+                dict(r) for r in c.execute(select(plan_table).order_by(plan_table.c.id.desc()).limit(limit)).mappings()
+            ]
             if plans:
                 counts = c.execute(
                     select(plan_job_table.c.plan_id, plan_job_table.c.decision, func.count())
                     .where(plan_job_table.c.plan_id.in_([p["id"] for p in plans]))
-                    .group_by(plan_job_table.c.plan_id, plan_job_table.c.decision)).all()
+                    .group_by(plan_job_table.c.plan_id, plan_job_table.c.decision)
+                ).all()
                 by_plan: dict[int, dict[str, int]] = {}
                 for plan_id, decision, n in counts:
                     per_plan = by_plan.setdefault(plan_id, {})
@@ -150,14 +171,25 @@ class PlanStore:
 
     def newest_plan(self) -> tuple[int | None, dict[str, dict[str, Any]]]:
         """Id of the newest plan and the decisions it stored for waiting jobs (``{job_id: row}``, no running ones)."""
-        columns = (plan_job_table.c.job_id, plan_job_table.c.decision, plan_job_table.c.gpu_type,
-                   plan_job_table.c.pool, plan_job_table.c.weight, plan_job_table.c.planned_start_s)
+        columns = (
+            plan_job_table.c.job_id,
+            plan_job_table.c.decision,
+            plan_job_table.c.gpu_type,
+            plan_job_table.c.pool,
+            plan_job_table.c.weight,
+            plan_job_table.c.planned_start_s,
+        )
         with self.get_engine().connect() as conn:  # type: ignore[attr-defined]
             plan_id = conn.execute(select(func.max(plan_table.c.id))).scalar()
             if plan_id is None:
                 return None, {}
-            rows = conn.execute(select(*columns).where(plan_job_table.c.plan_id == plan_id,
-                                                       plan_job_table.c.decision != _RUNNING)).mappings().all()
+            rows = (
+                conn.execute(
+                    select(*columns).where(plan_job_table.c.plan_id == plan_id, plan_job_table.c.decision != _RUNNING)
+                )
+                .mappings()
+                .all()
+            )
         return int(plan_id), {r["job_id"]: _job(r) for r in rows}
 
     def confirm_plan(self, plan_id: int, now_s: float) -> bool:
@@ -172,16 +204,18 @@ class PlanStore:
                     return False
                 conn.execute(update(plan_table).where(plan_table.c.id == plan_id).values(checked_s=now_s))
         except SQLAlchemyError as error:
-            raise GpuSchedulerMetadataError(f"confirming plan {plan_id} failed: {type(error).__name__}: {error}") \
-                from error
+            raise GpuSchedulerMetadataError(
+                f"confirming plan {plan_id} failed: {type(error).__name__}: {error}"
+            ) from error
         return True
 
     def prune_plans(self, older_than_s: float, keep_newest: int) -> int:
         """Delete plans made before ``older_than_s`` (and their job rows), always keeping the newest
         ``keep_newest`` (what the review page's history shows). Returns the plans deleted."""
         with self.get_engine().begin() as conn:  # type: ignore[attr-defined]
-            newest = [r for (r,) in conn.execute(select(plan_table.c.id).order_by(plan_table.c.id.desc())
-                                                 .limit(keep_newest))]
+            newest = [
+                r for (r,) in conn.execute(select(plan_table.c.id).order_by(plan_table.c.id.desc()).limit(keep_newest))
+            ]
             old = select(func.max(plan_table.c.id)).where(plan_table.c.created_s < older_than_s)
             last_old = conn.execute(old).scalar()
             if last_old is None:

@@ -17,12 +17,29 @@ RELEASABLE_STATES = ("scheduled", "up_for_retry", "up_for_reschedule")
 
 _airflow = MetaData()
 task_instance = Table(
-    "task_instance", _airflow,
-    *(Column(name) for name in (
-        "dag_id", "run_id", "task_id", "map_index", "state", "pool", "pool_slots", "priority_weight",
-        "start_date", "end_date", "duration", "scheduled_dttm", "queued_dttm", "try_number", "dag_version_id",
-        "queue",
-    )),
+    "task_instance",
+    _airflow,
+    *(
+        Column(name)
+        for name in (
+            "dag_id",
+            "run_id",
+            "task_id",
+            "map_index",
+            "state",
+            "pool",
+            "pool_slots",
+            "priority_weight",
+            "start_date",
+            "end_date",
+            "duration",
+            "scheduled_dttm",
+            "queued_dttm",
+            "try_number",
+            "dag_version_id",
+            "queue",
+        )
+    ),
 )
 dag_run = Table("dag_run", _airflow, *(Column(n) for n in ("dag_id", "run_id", "state", "queued_at", "start_date")))
 dag = Table("dag", _airflow, Column("dag_id"), Column("is_paused"))

@@ -78,8 +78,16 @@ class LeverWriter:
             ``plan_id`` up to date (the same solve, applied further: jobs it released since, jobs it has
             not placed yet), in the same transaction; see ``_amend_plan``.
         """
-        return self._write(levers.pool_slots, levers.assignments, waiting, task_instance.c.state == "scheduled",
-                           record=record, notes=notes, amend=amend, what="applying the plan")
+        return self._write(
+            levers.pool_slots,
+            levers.assignments,
+            waiting,
+            task_instance.c.state == "scheduled",
+            record=record,
+            notes=notes,
+            amend=amend,
+            what="applying the plan",
+        )
 
     def release_held(
         self,
@@ -93,8 +101,7 @@ class LeverWriter:
         upstream is still running is not caught in the intake pool later.
         """
         not_dispatched = or_(task_instance.c.state.is_(None), task_instance.c.state.in_(RELEASABLE_STATES))
-        return self._write(pool_slots, moves, task_instances, not_dispatched, record=record,
-                           what="releasing held work")
+        return self._write(pool_slots, moves, task_instances, not_dispatched, record=record, what="releasing held work")
 
     def _write(
         self,
@@ -114,8 +121,10 @@ class LeverWriter:
         its pool, weight or (given) queue changes, and it is still in the pool it was read in and
         ``still_waiting``. Pools closed but given no slots keep the slots they had.
         """
-        bad = sorted({p for p in pool_slots if not is_gpu_pool(p)}
-                     | {a.pool for a in assignments.values() if not is_gpu_pool(a.pool)})
+        bad = sorted(
+            {p for p in pool_slots if not is_gpu_pool(p)}
+            | {a.pool for a in assignments.values() if not is_gpu_pool(a.pool)}
+        )
         if bad:
             raise ValueError(f"refusing to write pools outside the GPU pools: {bad}")
         by_job = {t.key.job_id: t for t in task_instances}
@@ -124,8 +133,11 @@ class LeverWriter:
             ti = by_job.get(job_id)
             if ti is None or not is_gpu_pool(ti.pool):
                 continue
-            if (ti.pool != assignment.pool or ti.priority_weight != assignment.weight
-                    or (assignment.queue is not None and ti.queue != assignment.queue)):
+            if (
+                ti.pool != assignment.pool
+                or ti.priority_weight != assignment.weight
+                or (assignment.queue is not None and ti.queue != assignment.queue)
+            ):
                 changes.append((ti, assignment))
         pools = sorted(set(pool_slots) | {a.pool for _, a in changes})
         plan_id = None
@@ -157,22 +169,28 @@ def _close_pools(conn, pools: Sequence[str]) -> dict[str, int]:
     Inside the apply transaction, closed pools mean the scheduler cannot dispatch from them
     while task instances are moved; the caller reopens them with the plan's slots.
     """
-    existing = dict(conn.execute(select(slot_pool.c.pool, slot_pool.c.slots)
-                                 .where(slot_pool.c.pool.in_(pools))).all())
+    existing = dict(conn.execute(select(slot_pool.c.pool, slot_pool.c.slots).where(slot_pool.c.pool.in_(pools))).all())
     for pool in pools:
         if pool not in existing:
-            conn.execute(insert(slot_pool).values(
-                pool=pool, slots=0, include_deferred=False,
-                description="Managed by airflow-gpu-scheduler: slots are rewritten every planning cycle.",
-            ))
+            conn.execute(
+                insert(slot_pool).values(
+                    pool=pool,
+                    slots=0,
+                    include_deferred=False,
+                    description="Managed by airflow-gpu-scheduler: slots are rewritten every planning cycle.",
+                )
+            )
     if pools:
         conn.execute(update(slot_pool).where(slot_pool.c.pool.in_(pools)).values(slots=0))
     return existing
 
 
-def _move_task_instances(conn, changes: Sequence[tuple[GpuTaskInstance, Assignment]], still_waiting) -> tuple[
-        list[str], list[str]]:
-    """Write pool, weight and executor queue of many task instances with few statements; returns (moved, skipped) job ids.
+def _move_task_instances(
+    conn, changes: Sequence[tuple[GpuTaskInstance, Assignment]], still_waiting
+) -> tuple[list[str], list[str]]:
+    """Write pool, weight and executor queue of many task instances with few statements.
+
+    Returns the (moved, skipped) job ids.
 
     Task instances that get the same values from the same pool share an UPDATE keyed on
     ``(dag_id, run_id, task_id, map_index) IN (...)``, guarded by "still in the pool it was read
@@ -192,11 +210,14 @@ def _move_task_instances(conn, changes: Sequence[tuple[GpuTaskInstance, Assignme
         # A held assignment carries no queue (None): the task instance keeps its own.
         values = {"pool": new_pool, "priority_weight": weight} | ({"queue": queue} if queue is not None else {})
         for start in range(0, len(keys), MOVE_BATCH if returning else 1):
-            batch = keys[start:start + (MOVE_BATCH if returning else 1)]
+            batch = keys[start : start + (MOVE_BATCH if returning else 1)]
             statement = (
                 update(ti)
-                .where(tuple_(ti.c.dag_id, ti.c.run_id, ti.c.task_id, ti.c.map_index).in_(
-                    [(k.dag_id, k.run_id, k.task_id, k.map_index) for k in batch]))
+                .where(
+                    tuple_(ti.c.dag_id, ti.c.run_id, ti.c.task_id, ti.c.map_index).in_(
+                        [(k.dag_id, k.run_id, k.task_id, k.map_index) for k in batch]
+                    )
+                )
                 .where(ti.c.pool == old_pool, still_waiting)
                 .values(**values)
             )

@@ -72,14 +72,25 @@ def locked_cycle(
 
 def configured_planner() -> PlannerConfig:
     """The planner's knobs from ``[gpu_scheduler]`` (grid step, horizon, budget); the rest stay the core's."""
-    return PlannerConfig(step_s=config.get_float("planning_step_s"), horizon_s=config.get_float("planning_horizon_s"),
-                         time_limit_s=config.get_float("planning_budget_s"))
+    return PlannerConfig(
+        step_s=config.get_float("planning_step_s"),
+        horizon_s=config.get_float("planning_horizon_s"),
+        time_limit_s=config.get_float("planning_budget_s"),
+    )
 
 
 def locked_out_summary() -> dict[str, Any]:
     """XCom of a run that did not plan because another run held the planner lock."""
-    return {"plan_id": None, "noop": True, "locked_out": True, "waiting": None, "released": [], "due": [], "held": 0,
-            "rejected": {}}
+    return {
+        "plan_id": None,
+        "noop": True,
+        "locked_out": True,
+        "waiting": None,
+        "released": [],
+        "due": [],
+        "held": 0,
+        "rejected": {},
+    }
 
 
 def prune_plans(hook: GpuSchedulerMetadataHook, now_s: float | None = None, log: Any = None) -> int:
@@ -87,8 +98,9 @@ def prune_plans(hook: GpuSchedulerMetadataHook, now_s: float | None = None, log:
     now_s = time.time() if now_s is None else now_s
     deleted = hook.prune_plans(now_s - config.get_float("plan_retention_days") * 86400.0, KEEP_NEWEST_PLANS)
     if deleted and log:
-        log.info("Deleted %d plans older than %s days (plan_retention_days).", deleted,
-                 config.get_str("plan_retention_days"))
+        log.info(
+            "Deleted %d plans older than %s days (plan_retention_days).", deleted, config.get_str("plan_retention_days")
+        )
     return deleted
 
 
@@ -116,15 +128,30 @@ def schedule_cycle(
         loop.wake_at_s = None
         if log:
             log.info("No GPU work is waiting for a plan; nothing changed.")
-        return {"plan_id": None, "noop": True, "now_s": snapshot.now_s, "waiting": 0,
-                "running": len(snapshot.running), "released": [], "due": [], "held": 0, "rejected": {},
-                "gpus_busy": gpus_busy(snapshot.running, (t.name for t in cluster.gpu_types))}
+        return {
+            "plan_id": None,
+            "noop": True,
+            "now_s": snapshot.now_s,
+            "waiting": 0,
+            "running": len(snapshot.running),
+            "released": [],
+            "due": [],
+            "held": 0,
+            "rejected": {},
+            "gpus_busy": gpus_busy(snapshot.running, (t.name for t in cluster.gpu_types)),
+        }
 
     workload = build_workload(snapshot, cluster)
     for job_id, detail in workload.rejection_fields.items():
         if log:
-            log.error("Cannot plan %s: task %s, field %r: %s. It stays held in pool %s.",
-                      job_id, detail["task"], detail["field"], detail["reason"], INTAKE_POOL)
+            log.error(
+                "Cannot plan %s: task %s, field %r: %s. It stays held in pool %s.",
+                job_id,
+                detail["task"],
+                detail["field"],
+                detail["reason"],
+                INTAKE_POOL,
+            )
     plan, levers, decision = loop.step(cluster, workload, snapshot.now_s, previous=hook.previous_starts)
     if log and decision.solve and plan.report.message:
         log.warning("Planner: %s (status %s)", plan.report.message, plan.report.status)
@@ -158,22 +185,34 @@ def schedule_cycle(
     amended = None
     if amend:
         assert loop.stored[0] is not None
-        amended = (loop.stored[0], {k: plan_row[k] for k in ("waiting", "running", "due", "rejected", "pool_slots")}
-                   | {"checked_s": snapshot.now_s},
-                   # Running jobs keep the row that released them: the plan's record of what it decided.
-                   [r for r in job_rows if r["decision"] != _RUNNING and (
-                       r["job_id"] not in loop.stored[1]
-                       or decisions_changed({r["job_id"]: loop.stored[1][r["job_id"]]}, [r], step_s))])
+        amended = (
+            loop.stored[0],
+            {k: plan_row[k] for k in ("waiting", "running", "due", "rejected", "pool_slots")}
+            | {"checked_s": snapshot.now_s},
+            # Running jobs keep the row that released them: the plan's record of what it decided.
+            [
+                r
+                for r in job_rows
+                if r["decision"] != _RUNNING
+                and (
+                    r["job_id"] not in loop.stored[1]
+                    or decisions_changed({r["job_id"]: loop.stored[1][r["job_id"]]}, [r], step_s)
+                )
+            ],
+        )
     if store or amend or levers_differ(levers, snapshot):
-        result = hook.apply_levers(levers, snapshot.waiting, record=(plan_row, job_rows) if store else None,
-                                   notes=notes, amend=amended)
+        result = hook.apply_levers(
+            levers, snapshot.waiting, record=(plan_row, job_rows) if store else None, notes=notes, amend=amended
+        )
     else:
         result = ApplyResult(dict(levers.pool_slots), (), ())
         notes.counts = write_notes(hook, notes)
     plan_id = result.plan_id
     if store or amend:
-        loop.stored = (plan_id, {**(loop.stored[1] if amend else {}),
-                                 **{r["job_id"]: r for r in job_rows if r["decision"] != _RUNNING}})
+        loop.stored = (
+            plan_id,
+            {**(loop.stored[1] if amend else {}), **{r["job_id"]: r for r in job_rows if r["decision"] != _RUNNING}},
+        )
         loop.stored_for = plan
     elif loop.stored[0] is not None and hook.confirm_plan(loop.stored[0], snapshot.now_s):
         plan_id = loop.stored[0]
@@ -212,9 +251,19 @@ def schedule_cycle(
         "notes": notes.counts.as_dict(),
     }
     if log:
-        log.info("Plan %s (%s, %s; %s): %d waiting, %d running, %d released (%s), %d held, %d rejected, %d moved; "
-                 "pools %s", plan_id, plan.report.method, plan.report.status,
-                 f"solved: {decision.reason}" if decision.solve else "kept applying",
-                 len(snapshot.waiting), len(workload.running), len(out), ", ".join(out) or "-", summary["held"],
-                 len(workload.rejected), len(result.moved), dict(result.pool_slots))
+        log.info(
+            "Plan %s (%s, %s; %s): %d waiting, %d running, %d released (%s), %d held, %d rejected, %d moved; pools %s",
+            plan_id,
+            plan.report.method,
+            plan.report.status,
+            f"solved: {decision.reason}" if decision.solve else "kept applying",
+            len(snapshot.waiting),
+            len(workload.running),
+            len(out),
+            ", ".join(out) or "-",
+            summary["held"],
+            len(workload.rejected),
+            len(result.moved),
+            dict(result.pool_slots),
+        )
     return summary

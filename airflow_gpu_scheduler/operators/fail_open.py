@@ -80,8 +80,11 @@ class GpuFailOpenOperator(BaseOperator):
 
     def load_cluster(self, hook: GpuSchedulerMetadataHook) -> Cluster:
         try:
-            return cluster_from_file(self.cluster_file) if self.cluster_file else cluster_from_variable(
-                self.cluster_variable or config.get_str("cluster_variable"))
+            return (
+                cluster_from_file(self.cluster_file)
+                if self.cluster_file
+                else cluster_from_variable(self.cluster_variable or config.get_str("cluster_variable"))
+            )
         except Exception as error:  # a broken config must not keep GPU work held
             plans = hook.get_plans(limit=1)
             if not plans:
@@ -131,24 +134,40 @@ def release_if_planner_down(
         cluster = load_cluster()
         release = fail_open_release(state, cluster)
         by_job = {t.key.job_id: t for t in state.waiting}
-        todo = {j: a for j, a in release.moves.items()
-                if (t := by_job.get(j)) is not None and (t.pool, t.priority_weight) != (a.pool, a.weight)}
-        first = state.last_release_s is None or (state.last_plan_s is not None and state.last_release_s < state.last_plan_s)
+        todo = {
+            j: a
+            for j, a in release.moves.items()
+            if (t := by_job.get(j)) is not None and (t.pool, t.priority_weight) != (a.pool, a.weight)
+        }
+        first = state.last_release_s is None or (
+            state.last_plan_s is not None and state.last_release_s < state.last_plan_s
+        )
         if not todo and not first:
             return {"action": "failing_open", "released": 0, "reason": reason}
         record = fail_open_record(state, cluster, release, reason, origin)
         result = hook.release_held(release.moves, state.waiting, release.pool_slots, record=record)
         released = [j for j in result.moved if release.moves[j].pool != INTAKE_POOL]
         if log:
-            log.warning("FAIL-OPEN: %s. Released %d GPU task instance(s) to Airflow's default order "
-                        "(pools %s); %d with invalid declarations stay held. Plan record %s.",
-                        reason, len(released), release.pool_slots, len(release.kept), result.plan_id)
+            log.warning(
+                "FAIL-OPEN: %s. Released %d GPU task instance(s) to Airflow's default order "
+                "(pools %s); %d with invalid declarations stay held. Plan record %s.",
+                reason,
+                len(released),
+                release.pool_slots,
+                len(release.kept),
+                result.plan_id,
+            )
             for job_id, why in release.kept.items():
                 log.error("Still held (invalid declaration): %s: %s", job_id, why)
         stats = _stats()
         stats.incr(METRIC_FAIL_OPEN)
         stats.incr(METRIC_RELEASED, len(released))
-        return {"action": "released", "released": len(released), "skipped": list(result.skipped),
-                "kept": dict(release.kept), "pool_slots": dict(release.pool_slots), "plan_id": result.plan_id,
-                "reason": reason}
-
+        return {
+            "action": "released",
+            "released": len(released),
+            "skipped": list(result.skipped),
+            "kept": dict(release.kept),
+            "pool_slots": dict(release.pool_slots),
+            "plan_id": result.plan_id,
+            "reason": reason,
+        }

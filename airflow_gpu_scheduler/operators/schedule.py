@@ -37,8 +37,19 @@ if TYPE_CHECKING:
 
 # The cycle's steps lived in this module before they got rooms of their own: still importable from here.
 __all__ = [
-    "FIRST_LOCK_WAIT_S", "KEEP_NEWEST_PLANS", "LOCK_RETRY_S", "GpuScheduleOperator", "PlanningLoop", "configured_planner",
-    "decisions_changed", "levers_differ", "locked_cycle", "locked_out_summary", "plan_record", "predict", "prune_plans",
+    "FIRST_LOCK_WAIT_S",
+    "KEEP_NEWEST_PLANS",
+    "LOCK_RETRY_S",
+    "GpuScheduleOperator",
+    "PlanningLoop",
+    "configured_planner",
+    "decisions_changed",
+    "levers_differ",
+    "locked_cycle",
+    "locked_out_summary",
+    "plan_record",
+    "predict",
+    "prune_plans",
     "schedule_cycle",
 ]
 
@@ -108,8 +119,11 @@ class GpuScheduleOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        for name, value in (("repeat_every_s", repeat_every_s), ("watch_every_s", watch_every_s),
-                            ("replan_interval_s", replan_interval_s)):
+        for name, value in (
+            ("repeat_every_s", repeat_every_s),
+            ("watch_every_s", watch_every_s),
+            ("replan_interval_s", replan_interval_s),
+        ):
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
         self.gpu_scheduler_conn_id = gpu_scheduler_conn_id
@@ -132,8 +146,11 @@ class GpuScheduleOperator(BaseOperator):
         hook = GpuSchedulerMetadataHook(self.gpu_scheduler_conn_id)
         repeat_every_s = self.repeat_every_s or config.get_float("cycle_interval_s")
         watch_every_s = min(self.watch_every_s or config.get_float("watch_interval_s"), repeat_every_s)
-        loop = PlanningLoop(RolloutPlanner(self.planner_config or configured_planner()), early_s=repeat_every_s,
-                            replan_interval_s=self.replan_interval_s or config.get_float("replan_interval_s"))
+        loop = PlanningLoop(
+            RolloutPlanner(self.planner_config or configured_planner()),
+            early_s=repeat_every_s,
+            replan_interval_s=self.replan_interval_s or config.get_float("replan_interval_s"),
+        )
         origin = (context["dag_run"].dag_id, context["dag_run"].run_id) if context.get("dag_run") else (None, None)
         try:
             repeat_for_s = float(self.repeat_for_s)
@@ -154,15 +171,24 @@ class GpuScheduleOperator(BaseOperator):
                 if look != seen or time.monotonic() >= next_cycle or loop.due(time.time()):
                     # One planner at a time: a cycle that finds the lock taken is skipped, and a run
                     # that cannot take it at its first cycle (another run is planning) ends cleanly.
-                    planned = locked_cycle(hook, loop, cluster, origin, self.log,
-                                           wait_s=0.0 if cycles else FIRST_LOCK_WAIT_S, prune=not cycles)
+                    planned = locked_cycle(
+                        hook,
+                        loop,
+                        cluster,
+                        origin,
+                        self.log,
+                        wait_s=0.0 if cycles else FIRST_LOCK_WAIT_S,
+                        prune=not cycles,
+                    )
                     if planned is not None:
                         summary = planned
                         cycles += 1
                         seen, next_cycle = look, time.monotonic() + repeat_every_s
                     elif not cycles:
-                        self.log.warning("Another planning run holds the planner lock; this run exits without "
-                                         "planning (that run keeps planning, nothing is wrong).")
+                        self.log.warning(
+                            "Another planning run holds the planner lock; this run exits without "
+                            "planning (that run keeps planning, nothing is wrong)."
+                        )
                         return {**locked_out_summary(), "cycles": 0}
                     else:
                         self.log.info("Planner lock busy (the fail-open watchdog or another run); cycle skipped.")

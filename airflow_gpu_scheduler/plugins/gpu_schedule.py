@@ -19,11 +19,14 @@ class GpuSchedulePlugin(AirflowPlugin):
     name = "gpu_scheduler"
     # Annotated as AirflowPlugin declares them (mypy rejects a ClassVar over its attributes).
     fastapi_apps: list[dict[str, Any]] = [  # noqa: RUF012
-        {"app": create_app(), "url_prefix": URL_PREFIX, "name": "GPU Schedule"}]
-    external_views: list[dict[str, Any]] = [{  # noqa: RUF012
-        "name": "GPU Schedule",
-        "href": f"{URL_PREFIX}/",
-        "destination": "nav",
-        "category": "browse",
-        "url_route": "gpu-schedule",
-    }]
+        {"app": create_app(), "url_prefix": URL_PREFIX, "name": "GPU Schedule"}
+    ]
+    external_views: list[dict[str, Any]] = [
+        {  # noqa: RUF012
+            "name": "GPU Schedule",
+            "href": f"{URL_PREFIX}/",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "gpu-schedule",
+        }
+    ]

@@ -86,30 +86,54 @@ def _redacted(reason: str | None, readable: set[str], job_ids: Sequence[str]) ->
     return reason
 
 
-def _job_view(row: dict[str, Any], ui_base: str, readable: set[str] | None,
-              job_ids: Sequence[str] = ()) -> dict[str, Any]:
+def _job_view(
+    row: dict[str, Any], ui_base: str, readable: set[str] | None, job_ids: Sequence[str] = ()
+) -> dict[str, Any]:
     """A stored job row (:class:`~airflow_gpu_scheduler.db.records.JobRow`) as the API shows it: the same
     columns under the API's public names (:data:`~airflow_gpu_scheduler.db.records.API_NAMES`), its lane,
     whether it meets its deadline, its task instance's page; a job of a DAG the user may not read, anonymous."""
     streaming = row.get("kind") == "realtime_inference"
     end, deadline = row.get("planned_end_s"), row.get("deadline_s")
     job = {
-        API_NAMES["job_id"]: row["job_id"], "dag_id": row["dag_id"], "run_id": row["run_id"], "task_id": row["task_id"],
-        "map_index": row["map_index"], "decision": row["decision"], "kind": row.get("kind"),
-        "gpus": row.get("gpus"), "priority": row.get("priority"), "estimate_s": row.get("estimate_s"),
+        API_NAMES["job_id"]: row["job_id"],
+        "dag_id": row["dag_id"],
+        "run_id": row["run_id"],
+        "task_id": row["task_id"],
+        "map_index": row["map_index"],
+        "decision": row["decision"],
+        "kind": row.get("kind"),
+        "gpus": row.get("gpus"),
+        "priority": row.get("priority"),
+        "estimate_s": row.get("estimate_s"),
         "estimate_source": row.get("estimate_source"),
         "gpu_type": row.get("gpu_type"),
         "lane": (row["gpu_type"] + (":streaming" if streaming else "")) if row.get("gpu_type") else None,
-        "pool": row.get("pool"), API_NAMES["weight"]: row.get("weight"), "rank": row.get("rank"),
-        "planned_start_s": row.get("planned_start_s"), API_NAMES["planned_end_s"]: end, "deadline_s": deadline,
+        "pool": row.get("pool"),
+        API_NAMES["weight"]: row.get("weight"),
+        "rank": row.get("rank"),
+        "planned_start_s": row.get("planned_start_s"),
+        API_NAMES["planned_end_s"]: end,
+        "deadline_s": deadline,
         "deadline_met": None if deadline is None or end is None else bool(end <= deadline + 1e-6),
-        "reason": row.get("reason"), "reason_code": row.get("reason_code"),
+        "reason": row.get("reason"),
+        "reason_code": row.get("reason_code"),
         "ti_url": ti_url(ui_base, row["dag_id"], row["run_id"], row["task_id"], row["map_index"]),
         "hidden": False,
     }
     if readable is not None and row["dag_id"] not in readable:
-        job.update({API_NAMES["job_id"]: f"hidden-{row['id']}", "dag_id": None, "run_id": None, "task_id": HIDDEN,
-                    "map_index": None, "ti_url": None, "reason": None, "pool": None, "hidden": True})
+        job.update(
+            {
+                API_NAMES["job_id"]: f"hidden-{row['id']}",
+                "dag_id": None,
+                "run_id": None,
+                "task_id": HIDDEN,
+                "map_index": None,
+                "ti_url": None,
+                "reason": None,
+                "pool": None,
+                "hidden": True,
+            }
+        )
     elif readable is not None:
         job["reason"] = _redacted(job["reason"], readable, job_ids)
     return job
@@ -122,22 +146,43 @@ def _lanes(cluster: dict[str, Any] | None, reserve: dict[str, int], jobs: list[d
     streaming_types = {j["gpu_type"] for j in jobs if j["lane"] and j["lane"].endswith(":streaming")}
     for name, spec in types.items():
         kept = int(reserve.get(name, 0))
-        lanes.append({"id": name, "gpu_type": name, "streaming": False, "gpus": int(spec["count"]) - kept,
-                      "count": int(spec["count"]), "speed": spec.get("speed", 1.0)})
+        lanes.append(
+            {
+                "id": name,
+                "gpu_type": name,
+                "streaming": False,
+                "gpus": int(spec["count"]) - kept,
+                "count": int(spec["count"]),
+                "speed": spec.get("speed", 1.0),
+            }
+        )
         if kept or name in streaming_types:
-            lanes.append({"id": f"{name}:streaming", "gpu_type": name, "streaming": True, "gpus": kept,
-                          "count": int(spec["count"]), "speed": spec.get("speed", 1.0)})
+            lanes.append(
+                {
+                    "id": f"{name}:streaming",
+                    "gpu_type": name,
+                    "streaming": True,
+                    "gpus": kept,
+                    "count": int(spec["count"]),
+                    "speed": spec.get("speed", 1.0),
+                }
+            )
     return lanes
 
 
 def _plan_view(plan: dict[str, Any], jobs: list[dict[str, Any]] | None) -> dict[str, Any]:
-    out = {k: v for k, v in plan.items() if k not in ("jobs", "cluster", "pool_slots", "streaming_reserve",
-                                                        "predicted")}
-    out.update({
-        "cluster": from_json(plan.get("cluster")), "pool_slots": from_json(plan.get("pool_slots")) or {},
-        "streaming_reserve": from_json(plan.get("streaming_reserve")) or {}, "predicted": from_json(plan.get("predicted")),
-        "applied": bool(plan.get("applied")),
-    })
+    out = {
+        k: v for k, v in plan.items() if k not in ("jobs", "cluster", "pool_slots", "streaming_reserve", "predicted")
+    }
+    out.update(
+        {
+            "cluster": from_json(plan.get("cluster")),
+            "pool_slots": from_json(plan.get("pool_slots")) or {},
+            "streaming_reserve": from_json(plan.get("streaming_reserve")) or {},
+            "predicted": from_json(plan.get("predicted")),
+            "applied": bool(plan.get("applied")),
+        }
+    )
     if jobs is not None:
         out["held"] = sum(1 for j in jobs if j["decision"] in HELD_DECISIONS)
     return out
@@ -151,7 +196,8 @@ def get_plan(request: Request, session: SessionDep, user: GetUserDep) -> dict[st
     """``{"now_s", "plan": {...} | null, "lanes": [...], "jobs": [...]}``.
 
     Each job: ``key``, ``dag_id``, ``run_id``, ``task_id``, ``map_index``, ``decision`` (released | held |
-    unplanned | rejected | running: :class:`~airflow_gpu_scheduler.db.records.Decision`), ``kind``, ``gpus``, ``priority``, ``estimate_s``, ``estimate_source``,
+    unplanned | rejected | running: :class:`~airflow_gpu_scheduler.db.records.Decision`), ``kind``, ``gpus``,
+    ``priority``, ``estimate_s``, ``estimate_source``,
     ``gpu_type``, ``lane``, ``pool``, ``priority_weight``, ``rank``, ``planned_start_s``, ``expected_end_s``,
     ``deadline_s``, ``deadline_met``, ``reason``, ``reason_code``, ``ti_url``. Times are epoch seconds.
     """
@@ -163,8 +209,7 @@ def get_plan(request: Request, session: SessionDep, user: GetUserDep) -> dict[st
     job_ids = [row["job_id"] for row in plan["jobs"]]
     jobs = [_job_view(row, base, readable, job_ids) for row in plan["jobs"]]
     view = _plan_view(plan, jobs)
-    return {"now_s": now, "plan": view, "lanes": _lanes(view["cluster"], view["streaming_reserve"], jobs),
-            "jobs": jobs}
+    return {"now_s": now, "plan": view, "lanes": _lanes(view["cluster"], view["streaming_reserve"], jobs), "jobs": jobs}
 
 
 @router.get("/api/plans", summary="The last plans and what each changed")
@@ -181,8 +226,9 @@ def get_plans(session: SessionDep, limit: Annotated[int, Query(ge=1, le=500)] = 
 
 
 @router.get("/api/jobs/{key:path}", summary="One job: its place in the newest plan and its history")
-def get_job(key: str, request: Request, session: SessionDep, user: GetUserDep,
-            limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
+def get_job(
+    key: str, request: Request, session: SessionDep, user: GetUserDep, limit: Annotated[int, Query(ge=1, le=500)] = 50
+) -> dict[str, Any]:
     """``{"job": {...}, "history": [{"plan_id", "created_s", "decision", "reason", ...}]}``; 404 if no plan
     ever considered the job, 403 if the user may not read its DAG."""
     history = _hook().job_history(key, limit=limit, conn=session.connection())
@@ -191,16 +237,28 @@ def get_job(key: str, request: Request, session: SessionDep, user: GetUserDep,
     from airflow.api_fastapi.app import get_auth_manager
 
     dag_id = history[0]["dag_id"]
-    if not get_auth_manager().is_authorized_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE,
-                                                details=DagDetails(id=dag_id), user=user):
+    if not get_auth_manager().is_authorized_dag(
+        method="GET", access_entity=DagAccessEntity.TASK_INSTANCE, details=DagDetails(id=dag_id), user=user
+    ):
         raise HTTPException(status_code=403, detail="Forbidden")
     base = _ui_base(request)
     job = _job_view(history[0], base, None)
     job["plan_id"], job["plan_created_s"] = history[0]["plan_id"], history[0]["created_s"]
-    steps = [{"plan_id": h["plan_id"], "created_s": h["created_s"], "decision": h["decision"],
-              "gpu_type": h["gpu_type"], "pool": h["pool"], API_NAMES["weight"]: h["weight"], "rank": h["rank"],
-              "planned_start_s": h["planned_start_s"], "reason": h["reason"], "reason_code": h["reason_code"]}
-             for h in history]
+    steps = [
+        {
+            "plan_id": h["plan_id"],
+            "created_s": h["created_s"],
+            "decision": h["decision"],
+            "gpu_type": h["gpu_type"],
+            "pool": h["pool"],
+            API_NAMES["weight"]: h["weight"],
+            "rank": h["rank"],
+            "planned_start_s": h["planned_start_s"],
+            "reason": h["reason"],
+            "reason_code": h["reason_code"],
+        }
+        for h in history
+    ]
     return {"job": job, "history": steps}
 
 
@@ -215,8 +273,11 @@ def get_utilization(session: SessionDep, hours: Annotated[float, Query(gt=0, le=
     cluster = from_json(plans[0]["cluster"]) if plans else None
     capacity = {name: int(spec["count"]) for name, spec in (cluster or {}).get("gpu_types", {}).items()}
     rows = hook.gpu_pool_intervals(now - hours * 3600.0, conn=conn)
-    intervals = [GpuInterval(t, r["gpus"], r["start_s"], r["end_s"]) for r in rows
-                 if (t := gpu_type_of_pool(r["pool"])) is not None and t in capacity]
+    intervals = [
+        GpuInterval(t, r["gpus"], r["start_s"], r["end_s"])
+        for r in rows
+        if (t := gpu_type_of_pool(r["pool"])) is not None and t in capacity
+    ]
     since = max(now - hours * 3600.0, min((i.start_s for i in intervals), default=now) - 60.0)
     bucket = max(10.0, math.ceil((now - since) / 60.0 / 10.0) * 10.0)
     buckets = realized_utilization(intervals, capacity, since, now, bucket) if capacity else []
@@ -244,8 +305,14 @@ def stylesheet() -> Response:
 
 def create_app() -> FastAPI:
     """The FastAPI app the plugin mounts; FastAPI's own unprotected docs routes are switched off."""
-    app = FastAPI(title="GPU Schedule review API", version="1", docs_url=None, redoc_url=None, openapi_url=None,
-                  description=__doc__)
+    app = FastAPI(
+        title="GPU Schedule review API",
+        version="1",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        description=__doc__,
+    )
     app.include_router(router)
 
     @app.get("/api/openapi.json", dependencies=read_access, include_in_schema=False)

@@ -36,10 +36,15 @@ def metadata_url(request, tmp_path_factory):
     with contextlib.ExitStack() as stack:
         url = database_url(request.param, home, stack)
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-        env.update(AIRFLOW_HOME=str(home), AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url,
-                   AIRFLOW__CORE__LOAD_EXAMPLES="False", PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"])
-        done = subprocess.run(["airflow", "db", "migrate"], env=env, capture_output=True, text=True, timeout=300,
-                              check=False)
+        env.update(
+            AIRFLOW_HOME=str(home),
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url,
+            AIRFLOW__CORE__LOAD_EXAMPLES="False",
+            PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"],
+        )
+        done = subprocess.run(
+            ["airflow", "db", "migrate"], env=env, capture_output=True, text=True, timeout=300, check=False
+        )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         assert "GpuSchedulerDBManager" in done.stdout + done.stderr
         yield url
@@ -53,8 +58,13 @@ def hook(metadata_url, monkeypatch):
     if url.get_backend_name() == "sqlite":
         conn = {"conn_type": "sqlite", "host": url.database}
     else:
-        conn = {"conn_type": "postgres", "host": url.host, "port": url.port, "login": url.username,
-                "schema": url.database}
+        conn = {
+            "conn_type": "postgres",
+            "host": url.host,
+            "port": url.port,
+            "login": url.username,
+            "schema": url.database,
+        }
     monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(conn))
     h = GpuSchedulerMetadataHook(CONN_ID)
     yield h
@@ -63,8 +73,6 @@ def hook(metadata_url, monkeypatch):
         c.execute(text("DELETE FROM gpu_sched_plan"))
         c.execute(text("DELETE FROM slot_pool WHERE pool <> 'default_pool'"))
     h.close()
-
-
 
 
 @pytest.fixture(scope="session")

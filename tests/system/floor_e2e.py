@@ -25,12 +25,17 @@ def main(home: Path) -> dict:
     dags.mkdir(parents=True)
     for name in ("gpu_scheduler.py", "gpu_workloads.py"):
         shutil.copy(example_dags_folder() / name, dags / name)
-    af = EmbeddedAirflow(home, dags, extra_env={
-        "AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps({"gpu_types": {"h100": {"count": 2, "speed": 1.0}}}),
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-        "AIRFLOW__GPU_SCHEDULER__PLANNING_STEP_S": "10", "AIRFLOW__GPU_SCHEDULER__PLANNING_HORIZON_S": "3600",
-        "AIRFLOW__GPU_SCHEDULER__CYCLE_INTERVAL_S": "3",
-    })
+    af = EmbeddedAirflow(
+        home,
+        dags,
+        extra_env={
+            "AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps({"gpu_types": {"h100": {"count": 2, "speed": 1.0}}}),
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "AIRFLOW__GPU_SCHEDULER__PLANNING_STEP_S": "10",
+            "AIRFLOW__GPU_SCHEDULER__PLANNING_HORIZON_S": "3600",
+            "AIRFLOW__GPU_SCHEDULER__CYCLE_INTERVAL_S": "3",
+        },
+    )
     try:
         af.start()
         af.wait_for_dags(["gpu_scheduler", "example_gpu_quantization"])
@@ -44,12 +49,22 @@ def main(home: Path) -> dict:
         with engine.connect() as conn:
             tables = set(inspect(conn).get_table_names())
             plans = [dict(r) for r in conn.execute(text("SELECT method, status, due FROM gpu_sched_plan")).mappings()]
-            pools = [r[0] for r in conn.execute(text(
-                "SELECT pool FROM task_instance WHERE dag_id = 'example_gpu_quantization' AND state = 'success'"))]
+            pools = [
+                r[0]
+                for r in conn.execute(
+                    text(
+                        "SELECT pool FROM task_instance WHERE dag_id = 'example_gpu_quantization' AND state = 'success'"
+                    )
+                )
+            ]
         engine.dispose()
-        return {"airflow": version("apache-airflow-core"), "states": {f"{d}/{r}": s for (d, r), s in states.items()},
-                "plan_tables": sorted(t for t in tables if t.startswith(("gpu_sched", "alembic_version_gpu"))),
-                "plans": plans, "pools": pools}
+        return {
+            "airflow": version("apache-airflow-core"),
+            "states": {f"{d}/{r}": s for (d, r), s in states.items()},
+            "plan_tables": sorted(t for t in tables if t.startswith(("gpu_sched", "alembic_version_gpu"))),
+            "plans": plans,
+            "pools": pools,
+        }
     finally:
         af.stop()
 

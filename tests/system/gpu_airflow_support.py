@@ -52,7 +52,9 @@ class PostgresDatabase:
 
     def __exit__(self, *exc: object) -> None:
         with self._admin.connect() as conn:
-            conn.execute(DDL(f"DROP DATABASE IF EXISTS {conn.dialect.identifier_preparer.quote(self.name)} WITH (FORCE)"))
+            conn.execute(
+                DDL(f"DROP DATABASE IF EXISTS {conn.dialect.identifier_preparer.quote(self.name)} WITH (FORCE)")
+            )
         self._admin.dispose()
 
 

@@ -98,9 +98,10 @@ class Soak:
 
     def unfinished(self) -> int:
         with self.engine.connect() as conn:
-            return conn.execute(text(
-                "SELECT count(*) FROM dag_run WHERE dag_id = ANY(:dags) AND state IN ('queued', 'running')"),
-                {"dags": GPU_DAGS}).scalar()
+            return conn.execute(
+                text("SELECT count(*) FROM dag_run WHERE dag_id = ANY(:dags) AND state IN ('queued', 'running')"),
+                {"dags": GPU_DAGS},
+            ).scalar()
 
     def submit_stream(self) -> None:
         n = 0
@@ -127,9 +128,13 @@ class Soak:
     def planner_process(self) -> psutil.Process | None:
         """The running planning task's process (``task_instance.pid``), if it is one this soak started."""
         with self.engine.connect() as conn:
-            pid = conn.execute(text(
-                "SELECT pid FROM task_instance WHERE dag_id = :d AND task_id = :t AND state = 'running' "
-                "AND pid IS NOT NULL ORDER BY start_date DESC LIMIT 1"), {"d": PLANNER_DAG, "t": PLANNER_TASK}).scalar()
+            pid = conn.execute(
+                text(
+                    "SELECT pid FROM task_instance WHERE dag_id = :d AND task_id = :t AND state = 'running' "
+                    "AND pid IS NOT NULL ORDER BY start_date DESC LIMIT 1"
+                ),
+                {"d": PLANNER_DAG, "t": PLANNER_TASK},
+            ).scalar()
         if pid is None or pid not in session_members(self.af.sessions()):
             return None  # never signal a process outside this Airflow
         try:
@@ -144,9 +149,10 @@ class Soak:
         except psutil.Error:
             return []
         with self.engine.connect() as conn:
-            rows = conn.execute(text(
-                "SELECT pid, client_port FROM pg_stat_activity WHERE datname = :db AND client_port IS NOT NULL"),
-                {"db": self.database}).all()
+            rows = conn.execute(
+                text("SELECT pid, client_port FROM pg_stat_activity WHERE datname = :db AND client_port IS NOT NULL"),
+                {"db": self.database},
+            ).all()
         return [pid for pid, port in rows if port in ports]
 
     def inject(self, kind: str) -> dict[str, Any] | None:
@@ -167,13 +173,19 @@ class Soak:
             with self.engine.connect() as conn:
                 while time.monotonic() < end and process.is_running():
                     for backend in self.planner_backends(process):
-                        terminated += bool(conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": backend}).scalar())
+                        terminated += bool(
+                            conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": backend}).scalar()
+                        )
                     conn.commit()
                     time.sleep(0.02)  # a cycle's transactions last tens of milliseconds
             if not terminated:
                 return None
-            return {"pid": process.pid, "burst_s": TERMINATE_BURST_S, "terminated": terminated,
-                    "planner_survived": process.is_running()}
+            return {
+                "pid": process.pid,
+                "burst_s": TERMINATE_BURST_S,
+                "terminated": terminated,
+                "planner_survived": process.is_running(),
+            }
         if kind == "restart_scheduler":
             down_s = self.rng.uniform(3, 10) if self.short else self.rng.uniform(5, 30)
             self.af.stop_component("scheduler")
@@ -227,15 +239,22 @@ class Soak:
         with self.engine.connect() as conn:
             plans = conn.execute(text("SELECT count(*) FROM gpu_sched_plan")).scalar()
             jobs = conn.execute(text("SELECT count(*) FROM gpu_sched_plan_job")).scalar()
-            runs = conn.execute(text("SELECT count(*) FROM dag_run WHERE dag_id IN (:p, :w)"),
-                                {"p": PLANNER_DAG, "w": WATCHDOG_DAG}).scalar()
+            runs = conn.execute(
+                text("SELECT count(*) FROM dag_run WHERE dag_id IN (:p, :w)"), {"p": PLANNER_DAG, "w": WATCHDOG_DAG}
+            ).scalar()
         planner = self.planner_process()
         verdict = self.check_plan_consistency()
-        return {"t_s": self.t(), "plans": plans, "plan_jobs": jobs, "platform_dag_runs": runs,
-                "api_server_rss_mb": self.rss_mb(self.af.pid("api-server"), tree=True),
-                "scheduler_rss_mb": self.rss_mb(self.af.pid("scheduler"), tree=False),
-                "planner_rss_mb": self.rss_mb(planner.pid) if planner else None,
-                "planner_pid": planner.pid if planner else None, "consistency": verdict}
+        return {
+            "t_s": self.t(),
+            "plans": plans,
+            "plan_jobs": jobs,
+            "platform_dag_runs": runs,
+            "api_server_rss_mb": self.rss_mb(self.af.pid("api-server"), tree=True),
+            "scheduler_rss_mb": self.rss_mb(self.af.pid("scheduler"), tree=False),
+            "planner_rss_mb": self.rss_mb(planner.pid) if planner else None,
+            "planner_pid": planner.pid if planner else None,
+            "consistency": verdict,
+        }
 
     def check_plan_consistency(self) -> str:
         verdict, plan_id, problems = plan_consistency(self.engine)
@@ -256,8 +275,9 @@ class Soak:
 
     def ti_states(self) -> dict[tuple[str, str], str | None]:
         with self.engine.connect() as conn:
-            rows = conn.execute(text("SELECT dag_id, run_id, state FROM task_instance WHERE dag_id = ANY(:dags)"),
-                                {"dags": GPU_DAGS}).all()
+            rows = conn.execute(
+                text("SELECT dag_id, run_id, state FROM task_instance WHERE dag_id = ANY(:dags)"), {"dags": GPU_DAGS}
+            ).all()
         return {(d, r): s for d, r, s in rows}
 
     def drain(self, grace_s: float) -> dict[str, Any]:
@@ -272,14 +292,26 @@ class Soak:
             if all(states.get(run) in FINISHED | LOST_STATES for run in self.submitted):
                 break
             time.sleep(5)
-        lost = {f"{d}/{r}": states.get((d, r)) for d, r in self.submitted
-                if states.get((d, r)) in LOST_STATES or (d, r) not in states}
-        stranded = {f"{d}/{r}": states.get((d, r)) for d, r in self.submitted
-                    if (d, r) in states and states[(d, r)] not in FINISHED | LOST_STATES}
+        lost = {
+            f"{d}/{r}": states.get((d, r))
+            for d, r in self.submitted
+            if states.get((d, r)) in LOST_STATES or (d, r) not in states
+        }
+        stranded = {
+            f"{d}/{r}": states.get((d, r))
+            for d, r in self.submitted
+            if (d, r) in states and states[(d, r)] not in FINISHED | LOST_STATES
+        }
         by_kind = Counter(d for d, r in self.submitted if states.get((d, r)) == "success")
-        return {"submitted": len(self.submitted), "succeeded": sum(by_kind.values()),
-                "succeeded_by_dag": dict(by_kind), "unfinished_when_stream_stopped": open_at_end,
-                "drain_s": round(time.monotonic() - t0, 1), "lost": lost, "stranded": stranded}
+        return {
+            "submitted": len(self.submitted),
+            "succeeded": sum(by_kind.values()),
+            "succeeded_by_dag": dict(by_kind),
+            "unfinished_when_stream_stopped": open_at_end,
+            "drain_s": round(time.monotonic() - t0, 1),
+            "lost": lost,
+            "stranded": stranded,
+        }
 
 
 def plan_consistency(engine) -> tuple[str, int | None, list[str]]:
@@ -295,22 +327,39 @@ def plan_consistency(engine) -> tuple[str, int | None, list[str]]:
     (a scheduler restart may hand a queued one back as scheduled; the next plan places it).
     """
     with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn, conn.begin():
-        newest = conn.execute(text(
-            "SELECT id, method, pool_slots FROM gpu_sched_plan ORDER BY id DESC LIMIT 1")).mappings().first()
+        newest = (
+            conn.execute(text("SELECT id, method, pool_slots FROM gpu_sched_plan ORDER BY id DESC LIMIT 1"))
+            .mappings()
+            .first()
+        )
         if newest is None:
             return "no_plan", None, []
         if newest["method"] == FAIL_OPEN_METHOD:
             return "fail_open", newest["id"], []
-        decided = {(r.dag_id, r.run_id, r.task_id, r.map_index): r for r in conn.execute(text(
-            "SELECT dag_id, run_id, task_id, map_index, decision, pool, weight FROM gpu_sched_plan_job "
-            "WHERE plan_id = :id"), {"id": newest["id"]})}
-        waiting = conn.execute(text(
-            "SELECT dag_id, run_id, task_id, map_index, pool, priority_weight FROM task_instance "
-            "WHERE state = 'scheduled' AND (pool = :intake OR pool LIKE 'gpu\\_%')"), {"intake": INTAKE_POOL}).all()
+        decided = {
+            (r.dag_id, r.run_id, r.task_id, r.map_index): r
+            for r in conn.execute(
+                text(
+                    "SELECT dag_id, run_id, task_id, map_index, decision, pool, weight FROM gpu_sched_plan_job "
+                    "WHERE plan_id = :id"
+                ),
+                {"id": newest["id"]},
+            )
+        }
+        waiting = conn.execute(
+            text(
+                "SELECT dag_id, run_id, task_id, map_index, pool, priority_weight FROM task_instance "
+                "WHERE state = 'scheduled' AND (pool = :intake OR pool LIKE 'gpu\\_%')"
+            ),
+            {"intake": INTAKE_POOL},
+        ).all()
         slots = dict(conn.execute(text("SELECT pool, slots FROM slot_pool")).all())
     plan_id = newest["id"]
-    problems = [f"pool {pool}: {slots.get(pool)} slots, plan {plan_id} wrote {n}"
-                for pool, n in json.loads(newest["pool_slots"]).items() if slots.get(pool) != n]
+    problems = [
+        f"pool {pool}: {slots.get(pool)} slots, plan {plan_id} wrote {n}"
+        for pool, n in json.loads(newest["pool_slots"]).items()
+        if slots.get(pool) != n
+    ]
     for ti in waiting:
         key = (ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
         job = "/".join(map(str, key))
@@ -318,17 +367,22 @@ def plan_consistency(engine) -> tuple[str, int | None, list[str]]:
         if row is None:
             if ti.pool != INTAKE_POOL:
                 problems.append(f"{job} in {ti.pool}, not in plan {plan_id}")
-        elif row.decision != "running" and (ti.pool != row.pool or
-                                             (row.weight is not None and ti.priority_weight != row.weight)):
-            problems.append(f"{job} in {ti.pool} weight {ti.priority_weight}; plan {plan_id} says {row.decision} "
-                            f"{row.pool} weight {row.weight}")
+        elif row.decision != "running" and (
+            ti.pool != row.pool or (row.weight is not None and ti.priority_weight != row.weight)
+        ):
+            problems.append(
+                f"{job} in {ti.pool} weight {ti.priority_weight}; plan {plan_id} says {row.decision} "
+                f"{row.pool} weight {row.weight}"
+            )
     return ("half_applied" if problems else "consistent"), plan_id, problems
 
 
 def platform_runs(engine) -> dict[str, dict[str, int]]:
     with engine.connect() as conn:
-        rows = conn.execute(text("SELECT dag_id, state, count(*) FROM dag_run WHERE dag_id IN (:p, :w) "
-                                 "GROUP BY dag_id, state"), {"p": PLANNER_DAG, "w": WATCHDOG_DAG}).all()
+        rows = conn.execute(
+            text("SELECT dag_id, state, count(*) FROM dag_run WHERE dag_id IN (:p, :w) GROUP BY dag_id, state"),
+            {"p": PLANNER_DAG, "w": WATCHDOG_DAG},
+        ).all()
     out: dict[str, dict[str, int]] = {}
     for dag_id, state, n in rows:
         out.setdefault(dag_id, {})[state] = n
@@ -337,16 +391,21 @@ def platform_runs(engine) -> dict[str, dict[str, int]]:
 
 def fail_open_plans(engine) -> int:
     with engine.connect() as conn:
-        return conn.execute(text("SELECT count(*) FROM gpu_sched_plan WHERE method = :m"),
-                            {"m": FAIL_OPEN_METHOD}).scalar()
+        return conn.execute(
+            text("SELECT count(*) FROM gpu_sched_plan WHERE method = :m"), {"m": FAIL_OPEN_METHOD}
+        ).scalar()
 
 
 def locked_out_runs(engine) -> int:
     """Planner runs that found the planner lock taken at their first cycle and so ended without planning."""
     with engine.connect() as conn:
-        return conn.execute(text("SELECT count(*) FROM xcom WHERE dag_id = :d AND task_id = :t AND key = 'return_value' "
-                                 "AND CAST(value AS TEXT) LIKE :pattern"),
-                            {"d": PLANNER_DAG, "t": PLANNER_TASK, "pattern": '%"locked_out": true%'}).scalar()
+        return conn.execute(
+            text(
+                "SELECT count(*) FROM xcom WHERE dag_id = :d AND task_id = :t AND key = 'return_value' "
+                "AND CAST(value AS TEXT) LIKE :pattern"
+            ),
+            {"d": PLANNER_DAG, "t": PLANNER_TASK, "pattern": '%"locked_out": true%'},
+        ).scalar()
 
 
 def metric_samples(listener: StatsdListener) -> dict[str, dict[str, Any]]:
@@ -380,45 +439,68 @@ def every(samples: list[dict], n: int) -> list[dict]:
 def report_text(report: dict[str, Any]) -> str:
     r = report
     lines = [
-        (f"soak: {r['minutes']} min on Airflow {r['airflow']} ({r['executor']}, PostgreSQL), "
-        f"{r['cluster_gpus']} GPUs, seed {r['seed']}; started {r['started_utc']}"),
-        (f"  planning cycles: {r['cycles']} (StatsD gpu_scheduler.cycles); plans stored {r['plans_stored']} "
-        f"({r['fail_open_plans']} fail-open); planner runs {r['platform_runs'].get(PLANNER_DAG, {})}, "
-        f"watchdog runs {r['platform_runs'].get(WATCHDOG_DAG, {})}; planner runs locked out at their first "
-        f"cycle {r['planner_runs_locked_out']}"),
+        (
+            f"soak: {r['minutes']} min on Airflow {r['airflow']} ({r['executor']}, PostgreSQL), "
+            f"{r['cluster_gpus']} GPUs, seed {r['seed']}; started {r['started_utc']}"
+        ),
+        (
+            f"  planning cycles: {r['cycles']} (StatsD gpu_scheduler.cycles); plans stored {r['plans_stored']} "
+            f"({r['fail_open_plans']} fail-open); planner runs {r['platform_runs'].get(PLANNER_DAG, {})}, "
+            f"watchdog runs {r['platform_runs'].get(WATCHDOG_DAG, {})}; planner runs locked out at their first "
+            f"cycle {r['planner_runs_locked_out']}"
+        ),
         f"  faults: {sum(r['faults'].values())} ({', '.join(f'{k} {v}' for k, v in sorted(r['faults'].items()))})",
-        (f"  GPU work: submitted {r['work']['submitted']}, succeeded {r['work']['succeeded']} "
-        f"{r['work']['succeeded_by_dag']}; unfinished when the stream stopped "
-        f"{r['work']['unfinished_when_stream_stopped']}, all done {r['work']['drain_s']} s later"),
-        (f"  lost {len(r['work']['lost'])}, stranded {len(r['work']['stranded'])}, half-applied "
-        f"{r['checks'].get('half_applied', 0)} (of {sum(r['checks'].values())} snapshots: "
-        f"{r['checks'].get('consistent', 0)} consistent with the newest plan, {r['checks'].get('fail_open', 0)} "
-        f"in fail-open)"),
+        (
+            f"  GPU work: submitted {r['work']['submitted']}, succeeded {r['work']['succeeded']} "
+            f"{r['work']['succeeded_by_dag']}; unfinished when the stream stopped "
+            f"{r['work']['unfinished_when_stream_stopped']}, all done {r['work']['drain_s']} s later"
+        ),
+        (
+            f"  lost {len(r['work']['lost'])}, stranded {len(r['work']['stranded'])}, half-applied "
+            f"{r['checks'].get('half_applied', 0)} (of {sum(r['checks'].values())} snapshots: "
+            f"{r['checks'].get('consistent', 0)} consistent with the newest plan, {r['checks'].get('fail_open', 0)} "
+            f"in fail-open)"
+        ),
         "  over time:   t min   plans  plan_jobs  api-server MB  planner MB  scheduler MB",
     ]
+
     def mb(value: float | None, width: int) -> str:
         return f"{value:{width}.0f}" if value is not None else "-".rjust(width)
 
     for s in r["over_time"]:
-        lines.append(f"             {s['t_s'] / 60:6.1f} {s['plans']:7d} {s['plan_jobs']:10d} "
-                     f"{mb(s['api_server_rss_mb'], 14)} {mb(s['planner_rss_mb'], 11)} {mb(s['scheduler_rss_mb'], 13)}")
+        lines.append(
+            f"             {s['t_s'] / 60:6.1f} {s['plans']:7d} {s['plan_jobs']:10d} "
+            f"{mb(s['api_server_rss_mb'], 14)} {mb(s['planner_rss_mb'], 11)} {mb(s['scheduler_rss_mb'], 13)}"
+        )
     planner = [s["planner_rss_mb"] for s in r["samples"] if s.get("planner_rss_mb")]
     api = [s["api_server_rss_mb"] for s in r["samples"] if s.get("api_server_rss_mb")]
     if api:
-        lines.append(f"  api-server RSS MB: first {api[0]:.0f}, max {max(api):.0f}, last {api[-1]:.0f}; planning task "
-                     f"RSS MB: " + (f"min {min(planner):.0f}, max {max(planner):.0f} over {len(planner)} samples"
-                                    if planner else "never sampled"))
-    lines.append("  metrics sent (largest value|type, times): " + ", ".join(
-        f"{name.removeprefix('airflow.gpu_scheduler.')}={m['max']:g}|{m['type']} x{m['count']}"
-        for name, m in r["metrics"].items()))
+        lines.append(
+            f"  api-server RSS MB: first {api[0]:.0f}, max {max(api):.0f}, last {api[-1]:.0f}; planning task "
+            f"RSS MB: "
+            + (
+                f"min {min(planner):.0f}, max {max(planner):.0f} over {len(planner)} samples"
+                if planner
+                else "never sampled"
+            )
+        )
+    lines.append(
+        "  metrics sent (largest value|type, times): "
+        + ", ".join(
+            f"{name.removeprefix('airflow.gpu_scheduler.')}={m['max']:g}|{m['type']} x{m['count']}"
+            for name, m in r["metrics"].items()
+        )
+    )
     lines.append(f"  verdict: {'PASS' if r['ok'] else 'FAIL'}")
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
     if not postgres_available():
-        print("soak: PostgreSQL is not reachable on 127.0.0.1:5432 (scripts/setup.sh --services starts it)",
-              file=sys.stderr)
+        print(
+            "soak: PostgreSQL is not reachable on 127.0.0.1:5432 (scripts/setup.sh --services starts it)",
+            file=sys.stderr,
+        )
         return 2
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     rng = random.Random(seed)
@@ -449,18 +531,23 @@ def run(args: argparse.Namespace) -> int:
             "AIRFLOW__CORE__MAX_ACTIVE_RUNS_PER_DAG": "64",
         }
         if broker:
-            env.update({
-                "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-                "AIRFLOW__CELERY__BROKER_URL": broker,
-                "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + url,
-                "AIRFLOW__CELERY__WORKER_PREFETCH_MULTIPLIER": "1",
-                "AIRFLOW__CELERY__TASK_ACKS_LATE": "True",
-                "AIRFLOW__OPERATORS__DEFAULT_QUEUE": "default",
-            })
+            env.update(
+                {
+                    "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+                    "AIRFLOW__CELERY__BROKER_URL": broker,
+                    "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + url,
+                    "AIRFLOW__CELERY__WORKER_PREFETCH_MULTIPLIER": "1",
+                    "AIRFLOW__CELERY__TASK_ACKS_LATE": "True",
+                    "AIRFLOW__OPERATORS__DEFAULT_QUEUE": "default",
+                }
+            )
         af = EmbeddedAirflow(home, dags, database_url=url, extra_env=env, parallelism=12)
         stack.callback(af.stop)
-        print(f"soak: starting Airflow in {home} (database {db.name}, "
-              f"{'CeleryExecutor, broker ' + broker if broker else 'LocalExecutor'})", flush=True)
+        print(
+            f"soak: starting Airflow in {home} (database {db.name}, "
+            f"{'CeleryExecutor, broker ' + broker if broker else 'LocalExecutor'})",
+            flush=True,
+        )
         af.start(timeout_s=300)
         if broker:
             # One worker for the platform DAGs and the GPU type's queue: 4 GPUs, the planner, the watchdog.
@@ -471,8 +558,10 @@ def run(args: argparse.Namespace) -> int:
         engine = create_engine(url, pool_pre_ping=True)
         stack.callback(engine.dispose)
         soak = Soak(af, engine, db.name, args.minutes, args.backlog, args.sample_s, rng, short=args.minutes < 10)
-        threads = [threading.Thread(target=f, daemon=True, name=f.__name__)
-                   for f in (soak.submit_stream, soak.inject_faults, soak.sample_loop)]
+        threads = [
+            threading.Thread(target=f, daemon=True, name=f.__name__)
+            for f in (soak.submit_stream, soak.inject_faults, soak.sample_loop)
+        ]
         print(f"soak: running {args.minutes} min", flush=True)
         for thread in threads:
             thread.start()
@@ -489,41 +578,68 @@ def run(args: argparse.Namespace) -> int:
         final = soak.sample()
         soak.samples.append(final)
         time.sleep(1)
-        cycles = sum(int(float(v.split("|")[0]))
-                     for v in listener.samples("airflow.gpu_scheduler.cycles").get("airflow.gpu_scheduler.cycles", []))
+        cycles = sum(
+            int(float(v.split("|")[0]))
+            for v in listener.samples("airflow.gpu_scheduler.cycles").get("airflow.gpu_scheduler.cycles", [])
+        )
         from importlib.metadata import version
 
         report = {
-            "minutes": args.minutes, "seed": seed, "airflow": version("apache-airflow"),
-            "executor": "CeleryExecutor" if broker else "LocalExecutor", "cluster_gpus": 4,
+            "minutes": args.minutes,
+            "seed": seed,
+            "airflow": version("apache-airflow"),
+            "executor": "CeleryExecutor" if broker else "LocalExecutor",
+            "cluster_gpus": 4,
             "started_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(soak.started)),
-            "cycles": cycles, "plans_stored": final["plans"], "fail_open_plans": fail_open_plans(engine),
-            "platform_runs": platform_runs(engine), "planner_runs_locked_out": locked_out_runs(engine),
-            "metrics": metric_samples(listener), "faults": dict(soak.faults), "fault_log": soak.fault_log,
-            "work": work, "throttled_submissions": soak.throttled, "submit_errors": soak.submit_errors,
-            "checks": dict(soak.checks), "half_applied": soak.half_applied,
-            "over_time": every(soak.samples, 7), "samples": soak.samples,
+            "cycles": cycles,
+            "plans_stored": final["plans"],
+            "fail_open_plans": fail_open_plans(engine),
+            "platform_runs": platform_runs(engine),
+            "planner_runs_locked_out": locked_out_runs(engine),
+            "metrics": metric_samples(listener),
+            "faults": dict(soak.faults),
+            "fault_log": soak.fault_log,
+            "work": work,
+            "throttled_submissions": soak.throttled,
+            "submit_errors": soak.submit_errors,
+            "checks": dict(soak.checks),
+            "half_applied": soak.half_applied,
+            "over_time": every(soak.samples, 7),
+            "samples": soak.samples,
         }
-        report["ok"] = (not work["lost"] and not work["stranded"] and not soak.half_applied and cycles > 0
-                        and work["submitted"] > 0)
+        report["ok"] = (
+            not work["lost"] and not work["stranded"] and not soak.half_applied and cycles > 0 and work["submitted"] > 0
+        )
         if args.json:
             Path(args.json).write_text(json.dumps(report, indent=1, default=str))
         print(report_text(report), flush=True)
         if not report["ok"]:
-            print(json.dumps({k: report[k] for k in ("work", "half_applied", "submit_errors", "fault_log")},
-                             default=str)[:4000], flush=True)
+            print(
+                json.dumps({k: report[k] for k in ("work", "half_applied", "submit_errors", "fault_log")}, default=str)[
+                    :4000
+                ],
+                flush=True,
+            )
         return 0 if report["ok"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="soak.sh", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="how long the stream and the faults go on")
-    parser.add_argument("--grace-s", type=float, default=300.0,
-                        help="how long submitted GPU work may take to finish after the stream stops")
+    parser.add_argument(
+        "--grace-s",
+        type=float,
+        default=300.0,
+        help="how long submitted GPU work may take to finish after the stream stops",
+    )
     parser.add_argument("--backlog", type=int, default=12, help="most unfinished GPU runs at once")
     parser.add_argument("--sample-s", type=float, default=20.0, help="seconds between samples")
-    parser.add_argument("--fail-open-after-s", type=float, default=60.0,
-                        help="the watchdog's [gpu_scheduler] fail_open_after_s (short, so pauses fail open)")
+    parser.add_argument(
+        "--fail-open-after-s",
+        type=float,
+        default=60.0,
+        help="the watchdog's [gpu_scheduler] fail_open_after_s (short, so pauses fail open)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed of the stream and the faults")
     parser.add_argument("--json", help="write the whole report (every sample, every fault) here")
     parser.add_argument("--home", help="AIRFLOW_HOME to use (kept); default a temporary one, removed")

@@ -20,8 +20,13 @@ from sqlalchemy.engine import make_url
 
 from airflow_gpu_scheduler.core.levers import executor_queue
 
-AIRFLOW_SERVICES = {"airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
-                    "airflow-triggerer"}
+AIRFLOW_SERVICES = {
+    "airflow-init",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+}
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +45,12 @@ def test_compose_has_the_official_services_and_every_airflow_service_runs_our_im
         for dependency in spec.get("depends_on", {}):
             assert dependency in services, f"{name} depends on unknown service {dependency}"
     commands = {name: services[name]["command"] for name in AIRFLOW_SERVICES - {"airflow-init"}}
-    assert commands == {"airflow-apiserver": "api-server", "airflow-scheduler": "scheduler",
-                        "airflow-dag-processor": "dag-processor", "airflow-triggerer": "triggerer"}
+    assert commands == {
+        "airflow-apiserver": "api-server",
+        "airflow-scheduler": "scheduler",
+        "airflow-dag-processor": "dag-processor",
+        "airflow-triggerer": "triggerer",
+    }
 
 
 def test_the_image_is_the_airflow_version_the_tests_run_and_installs_the_provider_from_the_repo():
@@ -90,7 +99,12 @@ def test_settings_the_end_to_end_test_reuses_are_there_and_point_at_the_compose_
     assert conn.conn_type == CONN_TYPE
     url = sqlalchemy_url(conn)
     assert (url.drivername, url.host, url.username, url.password, url.database) == (
-        metadata.drivername, metadata.host, metadata.username, metadata.password, metadata.database)
+        metadata.drivername,
+        metadata.host,
+        metadata.username,
+        metadata.password,
+        metadata.database,
+    )
     assert url.port in (metadata.port, 5432)
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].startswith("http://airflow-apiserver:8080/")
 
@@ -115,6 +129,12 @@ def test_docker_compose_config_accepts_the_file():
     plugin = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, check=False)
     if plugin.returncode != 0:
         pytest.skip(f"the docker compose plugin is not installed: {plugin.stderr.strip()[:200]}")
-    done = subprocess.run(["docker", "compose", "-f", str(COMPOSE_FILE), "config", "--quiet"], capture_output=True,
-                          text=True, check=False, cwd=DOCKER, timeout=60)
+    done = subprocess.run(
+        ["docker", "compose", "-f", str(COMPOSE_FILE), "config", "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=DOCKER,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr

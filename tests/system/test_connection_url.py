@@ -16,12 +16,24 @@ from airflow_gpu_scheduler.hooks.connection_url import CONN_TYPE, MetadataConnec
 from airflow_gpu_scheduler.hooks.metadata import GpuSchedulerMetadataError, GpuSchedulerMetadataHook
 
 URLS = {
-    "postgresql+psycopg2://airflow:p%40ss%2Fw0rd@db.example.com:5433/airflow?sslmode=require":
-        ("postgresql+psycopg2", "p@ss/w0rd", "db.example.com", 5433, "airflow", {"sslmode": "require"}),
+    "postgresql+psycopg2://airflow:p%40ss%2Fw0rd@db.example.com:5433/airflow?sslmode=require": (
+        "postgresql+psycopg2",
+        "p@ss/w0rd",
+        "db.example.com",
+        5433,
+        "airflow",
+        {"sslmode": "require"},
+    ),
     "postgresql://airflow:pw@db/airflow": ("postgresql+psycopg2", "pw", "db", None, "airflow", {}),
     "postgres://airflow:pw@db:5432/airflow": ("postgresql+psycopg2", "pw", "db", 5432, "airflow", {}),
-    "mysql+mysqldb://airflow:pw@db/airflow?charset=utf8mb4":
-        ("mysql+mysqldb", "pw", "db", None, "airflow", {"charset": "utf8mb4"}),
+    "mysql+mysqldb://airflow:pw@db/airflow?charset=utf8mb4": (
+        "mysql+mysqldb",
+        "pw",
+        "db",
+        None,
+        "airflow",
+        {"charset": "utf8mb4"},
+    ),
     "sqlite:////opt/airflow/airflow.db": ("sqlite", None, None, None, "/opt/airflow/airflow.db", {}),
 }
 
@@ -41,7 +53,13 @@ def test_every_airflow_database_url_gives_the_same_database(uri, form):
     driver, password, host, port, database, query = URLS[uri]
     url = sqlalchemy_url(conn)
     assert (url.drivername, url.password, url.host, url.port, url.database, dict(url.query)) == (
-        driver, password, host, port, database, query)
+        driver,
+        password,
+        host,
+        port,
+        database,
+        query,
+    )
 
 
 def test_extras_reach_the_driver_as_query_parameters():
@@ -53,21 +71,35 @@ def test_extras_reach_the_driver_as_query_parameters():
 def test_a_whole_url_in_extra_still_works_and_the_password_field_wins():
     from airflow.models.connection import Connection
 
-    conn = Connection(conn_id="c", conn_type="generic", password="from-field",
-                      extra=json.dumps({"sqlalchemy_url": "postgresql://u:in-url@db/airflow", "sslmode": "require"}))
+    conn = Connection(
+        conn_id="c",
+        conn_type="generic",
+        password="from-field",
+        extra=json.dumps({"sqlalchemy_url": "postgresql://u:in-url@db/airflow", "sslmode": "require"}),
+    )
     url = sqlalchemy_url(conn)
     assert (url.password, url.host, dict(url.query)) == ("from-field", "db", {"sslmode": "require"})
 
 
-@pytest.mark.parametrize(("conn", "message"), [
-    ({"conn_type": CONN_TYPE, "host": "db.example.com", "schema": "airflow"},
-     "Host 'db.example.com' names no SQLAlchemy driver; write it as postgresql\\+psycopg2://db.example.com"),
-    ({"conn_type": CONN_TYPE, "schema": "airflow"}, "not a SQLite file's absolute path"),
-    ({"conn_type": CONN_TYPE, "host": "nosuchdb://db", "schema": "airflow"}, "unknown SQLAlchemy driver 'nosuchdb'"),
-    ({"conn_type": "http", "host": "example.com"}, "unsupported conn_type 'http'"),
-    ({"conn_type": CONN_TYPE, "host": "postgresql://db", "extra": json.dumps({"options": {"a": 1}})},
-     "extra 'options' must be a string, number or list"),
-])
+@pytest.mark.parametrize(
+    ("conn", "message"),
+    [
+        (
+            {"conn_type": CONN_TYPE, "host": "db.example.com", "schema": "airflow"},
+            "Host 'db.example.com' names no SQLAlchemy driver; write it as postgresql\\+psycopg2://db.example.com",
+        ),
+        ({"conn_type": CONN_TYPE, "schema": "airflow"}, "not a SQLite file's absolute path"),
+        (
+            {"conn_type": CONN_TYPE, "host": "nosuchdb://db", "schema": "airflow"},
+            "unknown SQLAlchemy driver 'nosuchdb'",
+        ),
+        ({"conn_type": "http", "host": "example.com"}, "unsupported conn_type 'http'"),
+        (
+            {"conn_type": CONN_TYPE, "host": "postgresql://db", "extra": json.dumps({"options": {"a": 1}})},
+            "extra 'options' must be a string, number or list",
+        ),
+    ],
+)
 def test_a_connection_that_names_no_usable_database_says_how_to_fix_it(conn, message):
     from airflow.models.connection import Connection
 

@@ -19,8 +19,13 @@ from airflow_gpu_scheduler.embedded import free_port, session_members
 
 ROOT = Path(__file__).parents[2]
 DEMO = ["./scripts/demo.sh"]
-TABLE_LINES = ("GPU utilization", "priority-weighted output", "training gang (4 GPUs) wait", "real-time wait",
-               "jobs finished in the window")
+TABLE_LINES = (
+    "GPU utilization",
+    "priority-weighted output",
+    "training gang (4 GPUs) wait",
+    "real-time wait",
+    "jobs finished in the window",
+)
 
 
 def run_demo_script(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -34,11 +39,14 @@ def test_demo_help_shows_its_options():
         assert option in done.stdout, done.stdout
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--bogus"], "unrecognized arguments: --bogus"),
-    (["--port", "http"], "--port must be an integer, got 'http'"),
-    (["--port", "70000"], "--port must be between 1 and 65535, got 70000"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--port", "http"], "--port must be an integer, got 'http'"),
+        (["--port", "70000"], "--port must be between 1 and 65535, got 70000"),
+    ],
+)
 def test_demo_errors_go_to_stderr_with_a_nonzero_exit(args, message):
     done = run_demo_script(*args)
     assert done.returncode == 2
@@ -59,6 +67,7 @@ def _wait_for_line(log: Path, pattern: str, proc: subprocess.Popen, timeout_s: f
 
 def _favours_alone(label: str, cells: list[str]) -> bool:
     """Does this table line favour Airflow alone (measured columns)?"""
+
     def number(cell: str) -> float:
         return float(re.sub(r"[^0-9.]", "", cell.split(" of ")[0]))
 
@@ -80,7 +89,11 @@ def test_the_readme_demo_command_runs_the_workload_and_exits(tmp_path):
         with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=30) as answer:
             health = json.loads(answer.read())
         assert {name: part["status"] for name, part in health.items() if isinstance(part, dict)} == {
-            "metadatabase": "healthy", "scheduler": "healthy", "triggerer": "healthy", "dag_processor": "healthy"}
+            "metadatabase": "healthy",
+            "scheduler": "healthy",
+            "triggerer": "healthy",
+            "dag_processor": "healthy",
+        }
         started = [p for p in psutil.Process(proc.pid).children(recursive=True)]
         assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
     finally:
@@ -88,7 +101,7 @@ def test_the_readme_demo_command_runs_the_workload_and_exits(tmp_path):
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
     output = log.read_text()
-    print(output[output.index("What ran"):])
+    print(output[output.index("What ran") :])
     rows = {}
     for line in output.splitlines():
         for label in TABLE_LINES:
@@ -97,9 +110,16 @@ def test_the_readme_demo_command_runs_the_workload_and_exits(tmp_path):
     assert set(rows) == set(TABLE_LINES), output
     assert all(len(cells) == 4 for cells in rows.values()), rows
     favouring = [label for label, cells in rows.items() if _favours_alone(label, cells)]
-    explained = re.findall(r"^  - (GPU utilization|priority-weighted output|training gang wait|real-time wait|"
-                           r"jobs finished):", output, re.MULTILINE)
-    assert [label.split()[0] for label in favouring] == [label.split()[0] for label in explained], (favouring, explained)
+    explained = re.findall(
+        r"^  - (GPU utilization|priority-weighted output|training gang wait|real-time wait|"
+        r"jobs finished):",
+        output,
+        re.MULTILINE,
+    )
+    assert [label.split()[0] for label in favouring] == [label.split()[0] for label in explained], (
+        favouring,
+        explained,
+    )
     assert "Stopping Airflow" in output
     assert not [p.pid for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
@@ -121,8 +141,18 @@ def test_sigterm_stops_every_process_the_demo_started(tmp_path):
     """A closed terminal or a container stop: SIGTERM mid-run stops Airflow's components and the running tasks."""
     log = tmp_path / "demo.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "gpu-scheduler"), "demo", "--home",
-                                 str(tmp_path / "home"), "--port", str(free_port())], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "gpu-scheduler"),
+                "demo",
+                "--home",
+                str(tmp_path / "home"),
+                "--port",
+                str(free_port()),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         _wait_for_line(log, r"Submitting", proc, 300)
         components = {p.pid: " ".join(p.cmdline()) for p in psutil.Process(proc.pid).children()}
@@ -142,7 +172,9 @@ def test_sigterm_stops_every_process_the_demo_started(tmp_path):
             proc.send_signal(signal.SIGTERM)
             proc.wait(120)
     assert "Stopped by SIGTERM" in log.read_text()
-    survivors = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    survivors = [
+        pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    ]
     assert survivors == [] and session_members(sessions) == [], survivors
     print(f"SIGTERM stopped {len(started)} processes, {len(tasks)} of them running tasks")
 

@@ -43,13 +43,25 @@ def airflow(request, tmp_path_factory):
     home = tmp_path_factory.mktemp(f"airflow-{request.param}")
     with contextlib.ExitStack() as stack:
         url = database_url(request.param, home, stack)
-        instance = EmbeddedAirflow(home, DAGS, database_url=url,
-                                   extra_env={"AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps(CLUSTER)})
+        instance = EmbeddedAirflow(
+            home, DAGS, database_url=url, extra_env={"AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps(CLUSTER)}
+        )
         stack.callback(instance.stop)
         instance.start()
-        instance.wait_for_dags(["fifo_quant", "fifo_train", "plan_quant", "plan_train", "plan_scheduler",
-                                "cpu_only", "plan_impossible", "plan_mapped", "plan_broken_scheduler",
-                                "plan_watchdog"])
+        instance.wait_for_dags(
+            [
+                "fifo_quant",
+                "fifo_train",
+                "plan_quant",
+                "plan_train",
+                "plan_scheduler",
+                "cpu_only",
+                "plan_impossible",
+                "plan_mapped",
+                "plan_broken_scheduler",
+                "plan_watchdog",
+            ]
+        )
         instance.engine = create_engine(url)
         stack.callback(instance.engine.dispose)
         yield instance
@@ -91,8 +103,9 @@ def task_state(af: EmbeddedAirflow, dag_id: str, run_id: str) -> str | None:
 def stop_planner(af: EmbeddedAirflow, run_id: str) -> None:
     """Stop a repeating planning task and wait until its process is really gone (it plans until then)."""
     with af.engine.connect() as conn:
-        pid = conn.execute(text("SELECT pid FROM task_instance WHERE dag_id = 'plan_scheduler' AND run_id = :r"),
-                           {"r": run_id}).scalar()
+        pid = conn.execute(
+            text("SELECT pid FROM task_instance WHERE dag_id = 'plan_scheduler' AND run_id = :r"), {"r": run_id}
+        ).scalar()
     af.set_task_state("plan_scheduler", run_id, "plan_and_apply", "success")
     af.wait_for_runs([("plan_scheduler", run_id)], 120)
 
@@ -125,8 +138,11 @@ def wait_for_no_planning_run(af: EmbeddedAirflow) -> None:
 def run_scheduler(af: EmbeddedAirflow, run_id: str, repeat_for_s: float = 0.0) -> dict:
     """Run the planning DAG once (or for ``repeat_for_s``) and return its XCom summary."""
     wait_for_no_planning_run(af)
-    af.api("POST", "/dags/plan_scheduler/dagRuns",
-           {"dag_run_id": run_id, "logical_date": None, "conf": {"repeat_for_s": repeat_for_s}})
+    af.api(
+        "POST",
+        "/dags/plan_scheduler/dagRuns",
+        {"dag_run_id": run_id, "logical_date": None, "conf": {"repeat_for_s": repeat_for_s}},
+    )
     states = af.wait_for_runs([("plan_scheduler", run_id)], timeout_s=repeat_for_s + 120)
     assert states[("plan_scheduler", run_id)] == "success", f"planning run {run_id} failed; see task log"
     return xcom(af, "plan_scheduler", run_id, "plan_and_apply")
@@ -140,8 +156,10 @@ def xcom(af: EmbeddedAirflow, dag_id: str, run_id: str, task_id: str) -> dict:
 
 def plans(af: EmbeddedAirflow) -> tuple[list[dict], list[dict]]:
     with af.engine.connect() as conn:
-        return ([dict(r) for r in conn.execute(select(plan_table).order_by(plan_table.c.id)).mappings()],
-                [dict(r) for r in conn.execute(select(plan_job_table).order_by(plan_job_table.c.id)).mappings()])
+        return (
+            [dict(r) for r in conn.execute(select(plan_table).order_by(plan_table.c.id)).mappings()],
+            [dict(r) for r in conn.execute(select(plan_job_table).order_by(plan_job_table.c.id)).mappings()],
+        )
 
 
 def pool_rows(af: EmbeddedAirflow) -> dict[str, int]:
@@ -179,8 +197,9 @@ def refill_gaps(rows: list[dict]) -> list[float]:
     from the last of them to free (or from when the task became ready, if later): a gang that
     waits for several GPUs counts only the last one, whose wait is not part of a drain.
     """
-    events = sorted([(r["end_s"], 0, r) for r in rows] + [(r["start_s"], 1, r) for r in rows],
-                    key=lambda e: (e[0], e[1]))
+    events = sorted(
+        [(r["end_s"], 0, r) for r in rows] + [(r["start_s"], 1, r) for r in rows], key=lambda e: (e[0], e[1])
+    )
     freed: list[float] = []
     initial = GPUS
     gaps = []
@@ -191,7 +210,7 @@ def refill_gaps(rows: list[dict]) -> list[float]:
         take = row["pool_slots"]
         from_idle = min(initial, take)
         initial -= from_idle
-        used, freed = freed[:take - from_idle], freed[take - from_idle:]
+        used, freed = freed[: take - from_idle], freed[take - from_idle :]
         if used and not from_idle:
             gaps.append(t - max(max(used), row["ready_s"] or 0.0))
     return gaps
@@ -200,13 +219,18 @@ def refill_gaps(rows: list[dict]) -> list[float]:
 def gap_summary(gaps: list[float]) -> dict:
     ordered = sorted(gaps)
     p95 = ordered[min(len(ordered) - 1, max(0, math.ceil(0.95 * len(ordered)) - 1))] if ordered else None
-    return {"refills": len(ordered), "median_s": round(statistics.median(ordered), 2) if ordered else None,
-            "p95_s": round(p95, 2) if p95 is not None else None}
+    return {
+        "refills": len(ordered),
+        "median_s": round(statistics.median(ordered), 2) if ordered else None,
+        "p95_s": round(p95, 2) if p95 is not None else None,
+    }
 
 
 def peak_gpus(rows: list[dict]) -> int:
-    events = sorted([(r["start_s"], r["pool_slots"]) for r in rows] + [(r["end_s"], -r["pool_slots"]) for r in rows],
-                    key=lambda e: (e[0], e[1]))
+    events = sorted(
+        [(r["start_s"], r["pool_slots"]) for r in rows] + [(r["end_s"], -r["pool_slots"]) for r in rows],
+        key=lambda e: (e[0], e[1]),
+    )
     level = peak = 0
     for _, delta in events:
         level += delta
@@ -232,8 +256,11 @@ def proof_runs(airflow) -> dict[str, list[dict]]:
 
     scheduler_run = "proof"
     wait_for_no_planning_run(airflow)
-    airflow.api("POST", "/dags/plan_scheduler/dagRuns",
-                {"dag_run_id": scheduler_run, "logical_date": None, "conf": {"repeat_for_s": 300}})
+    airflow.api(
+        "POST",
+        "/dags/plan_scheduler/dagRuns",
+        {"dag_run_id": scheduler_run, "logical_date": None, "conf": {"repeat_for_s": 300}},
+    )
     wait_until(lambda: task_state(airflow, "plan_scheduler", scheduler_run) == "running", 90, "planner to start")
     try:
         runs, big = submit_workload(airflow, "plan", "plan")
@@ -249,8 +276,11 @@ def gang_wait_s(rows: list[dict]) -> float:
 
 
 def run_summary(rows: list[dict]) -> dict:
-    return {"train_wait_s": round(gang_wait_s(rows), 1), "utilization": round(utilization(rows), 3),
-            "refill_gap": gap_summary(refill_gaps(rows))}
+    return {
+        "train_wait_s": round(gang_wait_s(rows), 1),
+        "utilization": round(utilization(rows), 3),
+        "refill_gap": gap_summary(refill_gaps(rows)),
+    }
 
 
 # --------------------------------------------------------------------------- tests (in order)
@@ -291,23 +321,33 @@ def test_with_the_operator_jobs_start_in_planned_order_and_the_big_job_is_not_st
 
     # The planned order: once the training job was known, it was first in the plan, and
     # every small job still waiting then started only after it.
-    first_due = min((j for j in jobs if j["job_id"] == train["job_id"] and j["decision"] == "released"),
-                    key=lambda j: j["plan_id"])
+    first_due = min(
+        (j for j in jobs if j["job_id"] == train["job_id"] and j["decision"] == "released"), key=lambda j: j["plan_id"]
+    )
     assert first_due["rank"] == 0, "the training job was not first in the plan that released it"
     # Small jobs released by a plan made before the training job existed may still start just
     # after it arrives (dispatch latency); every one released after the planner knew it must wait.
-    known_from = min(j["plan_id"] for j in jobs if j["job_id"] == train["job_id"] and j["decision"] in ("held", "released"))
-    first_release = {q["job_id"]: min(j["plan_id"] for j in jobs if j["job_id"] == q["job_id"] and
-                                       j["decision"] == "released") for q in quants}
+    known_from = min(
+        j["plan_id"] for j in jobs if j["job_id"] == train["job_id"] and j["decision"] in ("held", "released")
+    )
+    first_release = {
+        q["job_id"]: min(j["plan_id"] for j in jobs if j["job_id"] == q["job_id"] and j["decision"] == "released")
+        for q in quants
+    }
     # Between solves a stored plan is brought up to date in place: a job that arrived after the plan
     # that placed the training job was made, and was released by that plan, was released knowing it too.
-    released_later = [q for q in quants if first_release[q["job_id"]] > known_from
-                      or (first_release[q["job_id"]] == known_from and q["ready_s"] > created[known_from])]
+    released_later = [
+        q
+        for q in quants
+        if first_release[q["job_id"]] > known_from
+        or (first_release[q["job_id"]] == known_from and q["ready_s"] > created[known_from])
+    ]
     assert len(released_later) >= 8, "most of the stream should still be queued when the training job arrives"
     overtook = [q["job_id"] for q in released_later if q["start_s"] < train["start_s"]]
     assert not overtook, f"small jobs started before the planned training job: {overtook}"
-    assert all(j["rank"] == 0 for j in jobs if j["job_id"] == train["job_id"] and j["decision"] in ("held", "released")), \
-        "the training job must lead every plan from its arrival to its start"
+    assert all(
+        j["rank"] == 0 for j in jobs if j["job_id"] == train["job_id"] and j["decision"] in ("held", "released")
+    ), "the training job must lead every plan from its arrival to its start"
 
     # Each plan carries the core's forecast of the plan vs Airflow's own dispatch of the same queue.
     predicted = json.loads(all_plans[-1]["predicted"])
@@ -328,11 +368,13 @@ def test_with_the_operator_jobs_start_in_planned_order_and_the_big_job_is_not_st
     planned = {**run_summary(rows), "plans_stored": len(all_plans), "plan_job_rows": len(jobs)}
     fifo = run_summary(alone)
     print("PLAN", planned)
-    print(f"REFILL GAP ({airflow.engine.dialect.name}): with the provider median {planned['refill_gap']['median_s']} s, "
-          f"p95 {planned['refill_gap']['p95_s']} s over {planned['refill_gap']['refills']} refills; "
-          f"Airflow alone {fifo['refill_gap']}; utilization {util:.2f} vs {fifo['utilization']}; "
-          f"gang wait {wait:.1f} s vs {fifo['train_wait_s']} s; plan rows {len(all_plans)} + job rows "
-          f"{len(jobs)} in {window_h * 3600:.0f} s")
+    print(
+        f"REFILL GAP ({airflow.engine.dialect.name}): with the provider median {planned['refill_gap']['median_s']} s, "
+        f"p95 {planned['refill_gap']['p95_s']} s over {planned['refill_gap']['refills']} refills; "
+        f"Airflow alone {fifo['refill_gap']}; utilization {util:.2f} vs {fifo['utilization']}; "
+        f"gang wait {wait:.1f} s vs {fifo['train_wait_s']} s; plan rows {len(all_plans)} + job rows "
+        f"{len(jobs)} in {window_h * 3600:.0f} s"
+    )
 
 
 def test_a_cleared_task_gets_its_plan_back(airflow):
@@ -393,14 +435,18 @@ def test_non_gpu_pool_untouched_and_impossible_request_rejected(airflow):
 def test_mapped_gpu_tasks_are_planned_per_map_index(airflow):
     wait_for_no_planning_run(airflow)
     run = ("plan_mapped", airflow.trigger("plan_mapped", "mapped"))
-    wait_until(lambda: len([r for r in task_instances(airflow, ["plan_mapped"]) if r["state"] == "scheduled"]) == 2,
-               60, "both map indices to be scheduled")
+    wait_until(
+        lambda: len([r for r in task_instances(airflow, ["plan_mapped"]) if r["state"] == "scheduled"]) == 2,
+        60,
+        "both map indices to be scheduled",
+    )
     run_scheduler(airflow, "mapped_1")
     _, jobs = plans(airflow)
     mine = {j["map_index"]: j for j in jobs if j["dag_id"] == "plan_mapped"}
     assert set(mine) == {0, 1}
-    assert all(j["kind"] == "batch_inference" and j["gpus"] == 2 and j["estimate_source"] == "declared"
-               for j in mine.values())
+    assert all(
+        j["kind"] == "batch_inference" and j["gpus"] == 2 and j["estimate_source"] == "declared" for j in mine.values()
+    )
     # Whatever the first cycle held, later cycles release it: the run completes.
     for cycle in range(2, 6):
         if airflow.run_state(*run) in ("success", "failed"):
@@ -447,5 +493,6 @@ def test_a_crashing_planner_fails_open_and_gpu_work_keeps_flowing(airflow):
     assert airflow.wait_for_runs([check])[check] == "success"
     assert xcom(airflow, *check, "fail_open")["action"] == "alive"
     assert set(airflow.wait_for_runs(back).values()) == {"success"}
-    print(f"e2e fail-open: planner crashes 1, watchdog checks {attempt + 1}, released {released['released']}, "
-          "jobs lost 0")
+    print(
+        f"e2e fail-open: planner crashes 1, watchdog checks {attempt + 1}, released {released['released']}, jobs lost 0"
+    )

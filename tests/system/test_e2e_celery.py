@@ -50,8 +50,9 @@ def redis_database():
         try:
             free = client.dbsize() == 0 and client.set(CLAIM_KEY, str(os.getpid()), nx=True, ex=3600)
         except redis.exceptions.ConnectionError as error:
-            pytest.skip(f"Redis is not reachable on {REDIS[0]}:{REDIS[1]} (scripts/setup.sh --services starts it): "
-                        f"{error}")
+            pytest.skip(
+                f"Redis is not reachable on {REDIS[0]}:{REDIS[1]} (scripts/setup.sh --services starts it): {error}"
+            )
         if free:
             try:
                 yield f"redis://{REDIS[0]}:{REDIS[1]}/{number}"
@@ -105,8 +106,9 @@ def task_instances(af: EmbeddedAirflow, dag_ids: list[str]) -> list[dict]:
         rows = [dict(r) for r in conn.execute(query, {"dags": dag_ids}).mappings()]
     for row in rows:
         row["job_id"] = f"{row['dag_id']}/{row['run_id']}/{row['task_id']}/{row['map_index']}"
-        row["queued_s"], row["start_s"], row["end_s"] = (to_epoch(row[c]) for c in ("queued_dttm", "start_date",
-                                                                                    "end_date"))
+        row["queued_s"], row["start_s"], row["end_s"] = (
+            to_epoch(row[c]) for c in ("queued_dttm", "start_date", "end_date")
+        )
     return rows
 
 
@@ -130,14 +132,20 @@ def test_every_gpu_task_runs_on_a_worker_of_its_planned_type_in_plan_order(celer
 
     # The whole workload waits, held in the intake pool, before the planner starts.
     runs = [(dag_id, af.trigger(dag_id, f"{dag_id}_{i:02d}")) for dag_id, count in WORKLOAD for i in range(count)]
-    wait_until(lambda: sum(r["state"] == "scheduled" for r in task_instances(af, WORKLOAD_DAGS)) == len(runs), 120,
-               "the workload to be scheduled (held)")
+    wait_until(
+        lambda: sum(r["state"] == "scheduled" for r in task_instances(af, WORKLOAD_DAGS)) == len(runs),
+        120,
+        "the workload to be scheduled (held)",
+    )
     time.sleep(3)
     assert all(r["state"] == "scheduled" for r in task_instances(af, WORKLOAD_DAGS)), "nothing starts without a plan"
 
     t0 = time.time()
-    af.api("POST", "/dags/plan_scheduler/dagRuns",
-           {"dag_run_id": "celery_proof", "logical_date": None, "conf": {"repeat_for_s": 300}})
+    af.api(
+        "POST",
+        "/dags/plan_scheduler/dagRuns",
+        {"dag_run_id": "celery_proof", "logical_date": None, "conf": {"repeat_for_s": 300}},
+    )
     wait_until(lambda: task_state(af, "plan_scheduler", "celery_proof") == "running", 90, "the planner to start")
     try:
         states = af.wait_for_runs(runs, timeout_s=300)
@@ -204,15 +212,23 @@ def test_every_gpu_task_runs_on_a_worker_of_its_planned_type_in_plan_order(celer
         window = max(r["end_s"] for r in mine) - min(r["start_s"] for r in mine)
         busy = sum(r["pool_slots"] * (r["end_s"] - r["start_s"]) for r in mine)
         figures[gpu_type.name] = {
-            "jobs": len(mine), "any_type_jobs": sum(r["dag_id"] == "mixed_any" for r in mine), "peak_gpus": gpus_peak,
+            "jobs": len(mine),
+            "any_type_jobs": sum(r["dag_id"] == "mixed_any" for r in mine),
+            "peak_gpus": gpus_peak,
             "utilization": round(busy / (gpu_type.count * window), 2),
         }
     latency = sorted(r["start_s"] - r["queued_s"] for r in rows)
-    print("CELERY", json.dumps({
-        "startup_s": round(af.startup_s, 1),
-        "planner_start_to_last_end_s": round(max(r["end_s"] for r in rows) - t0, 1),
-        "jobs": len(rows), "plans": len(all_plans),
-        "queued_to_start_s": {"median": round(latency[len(latency) // 2], 2), "max": round(latency[-1], 2)},
-        "by_gpu_type": figures,
-        "jobs_released_to_both_types": sum(len({j["gpu_type"] for j in due[r["job_id"]]}) > 1 for r in rows),
-    }))
+    print(
+        "CELERY",
+        json.dumps(
+            {
+                "startup_s": round(af.startup_s, 1),
+                "planner_start_to_last_end_s": round(max(r["end_s"] for r in rows) - t0, 1),
+                "jobs": len(rows),
+                "plans": len(all_plans),
+                "queued_to_start_s": {"median": round(latency[len(latency) // 2], 2), "max": round(latency[-1], 2)},
+                "by_gpu_type": figures,
+                "jobs_released_to_both_types": sum(len({j["gpu_type"] for j in due[r["job_id"]]}) > 1 for r in rows),
+            }
+        ),
+    )

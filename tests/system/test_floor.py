@@ -27,8 +27,15 @@ def test_the_lowest_supported_airflow_minor_plans_and_applies(distributions, tmp
     with cached_venv("airflow-floor", distributions[0], [FLOOR, *FLOOR_PINS]) as bin_dir:
         airflow_version = installed(bin_dir)["apache-airflow-core"]
         assert airflow_version.startswith("3.2."), airflow_version
-        done = subprocess.run([bin_dir / "python", Path(__file__).with_name("floor_e2e.py"), tmp_path / "home"],
-                              env=clean_env(bin_dir), cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+        done = subprocess.run(
+            [bin_dir / "python", Path(__file__).with_name("floor_e2e.py"), tmp_path / "home"],
+            env=clean_env(bin_dir),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"floor run on Airflow {result['airflow']}: {result}")

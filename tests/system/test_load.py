@@ -37,14 +37,20 @@ DAGS_LOAD = Path(__file__).parent / "dags_load"
 
 def counts(engine) -> dict[str, int]:
     with engine.connect() as conn:
-        return {f"{state}:{pool}": n for state, pool, n in conn.execute(text(
-            "SELECT state, pool, count(*) FROM task_instance WHERE dag_id = 'load_gpu' GROUP BY state, pool"))}
+        return {
+            f"{state}:{pool}": n
+            for state, pool, n in conn.execute(
+                text("SELECT state, pool, count(*) FROM task_instance WHERE dag_id = 'load_gpu' GROUP BY state, pool")
+            )
+        }
 
 
 def plan_table_rows(engine) -> tuple[int, int]:
     with engine.connect() as conn:
-        return (conn.execute(text("SELECT count(*) FROM gpu_sched_plan")).scalar(),
-                conn.execute(text("SELECT count(*) FROM gpu_sched_plan_job")).scalar())
+        return (
+            conn.execute(text("SELECT count(*) FROM gpu_sched_plan")).scalar(),
+            conn.execute(text("SELECT count(*) FROM gpu_sched_plan_job")).scalar(),
+        )
 
 
 def wait_until(predicate, timeout_s, what):
@@ -60,9 +66,16 @@ def wait_until(predicate, timeout_s, what):
 def test_5000_waiting_gpu_task_instances_collect_plan_apply_while_airflow_keeps_dispatching(tmp_path, monkeypatch):
     with contextlib.ExitStack() as stack:
         url = database_url("postgres", tmp_path, stack)
-        af = EmbeddedAirflow(tmp_path / "home", DAGS_LOAD, database_url=url, extra_env={
-            "AIRFLOW__CORE__MAX_MAP_LENGTH": str(N + 100), "GPU_LOAD_TIS": str(N),
-            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(N)})
+        af = EmbeddedAirflow(
+            tmp_path / "home",
+            DAGS_LOAD,
+            database_url=url,
+            extra_env={
+                "AIRFLOW__CORE__MAX_MAP_LENGTH": str(N + 100),
+                "GPU_LOAD_TIS": str(N),
+                "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(N),
+            },
+        )
         stack.callback(af.stop)
         af.start()
         af.wait_for_dags(["load_gpu", "load_cpu"], 180)
@@ -88,7 +101,8 @@ def test_5000_waiting_gpu_task_instances_collect_plan_apply_while_airflow_keeps_
         t = time.perf_counter()
         workload = build_workload(snapshot, CLUSTER)
         plan = MilpPlanner(PlannerConfig(step_s=60.0, horizon_s=24 * 3600.0, time_limit_s=2.0)).plan(
-            CLUSTER, workload.queued, workload.running, snapshot.now_s, workload.reserve)
+            CLUSTER, workload.queued, workload.running, snapshot.now_s, workload.reserve
+        )
         levers = levers_for_plan(plan, CLUSTER, workload.queued, workload.running, snapshot.now_s)
         plan_s = time.perf_counter() - t
         record = plan_record(CLUSTER, snapshot, workload, plan, levers, None, (None, None))
@@ -106,26 +120,39 @@ def test_5000_waiting_gpu_task_instances_collect_plan_apply_while_airflow_keeps_
             snap = hook.collect_gpu_work()
             work = build_workload(snap, CLUSTER)
             p = MilpPlanner(PlannerConfig(step_s=60.0, time_limit_s=2.0)).plan(
-                CLUSTER, work.queued, work.running, snap.now_s, work.reserve)
+                CLUSTER, work.queued, work.running, snap.now_s, work.reserve
+            )
             hook.apply_levers(levers_for_plan(p, CLUSTER, work.queued, work.running, snap.now_s), snap.waiting)
             cycles += 1
         window_end = time.time()
         cpu_states = af.wait_for_runs(cpu_runs, 300)
         with engine.connect() as conn:
-            cpu_starts = [to_epoch(v) for (v,) in conn.execute(text(
-                "SELECT start_date FROM task_instance WHERE dag_id = 'load_cpu'"))]
+            cpu_starts = [
+                to_epoch(v)
+                for (v,) in conn.execute(text("SELECT start_date FROM task_instance WHERE dag_id = 'load_cpu'"))
+            ]
         due = [j for j, a in levers.assignments.items() if a.pool != "gpu_intake"]
-        started = wait_until(lambda: sum(n for k, n in counts(engine).items()
-                                         if k.split(":")[0] in ("queued", "running", "success")), 300,
-                             "released GPU task instances to start")
+        started = wait_until(
+            lambda: sum(n for k, n in counts(engine).items() if k.split(":")[0] in ("queued", "running", "success")),
+            300,
+            "released GPU task instances to start",
+        )
         figures = {
-            "task_instances": len(snapshot.waiting), "expand_s": round(expand_s, 1),
-            "collect_s": round(collect_s, 2), "plan_s": round(plan_s, 2), "method": plan.report.method,
-            "apply_s": round(apply_s, 2), "moved": len(result.moved), "reapply_s": round(reapply_s, 2),
-            "reapply_moved": len(again.moved), "due": len(due), "gpu_started": started,
+            "task_instances": len(snapshot.waiting),
+            "expand_s": round(expand_s, 1),
+            "collect_s": round(collect_s, 2),
+            "plan_s": round(plan_s, 2),
+            "method": plan.report.method,
+            "apply_s": round(apply_s, 2),
+            "moved": len(result.moved),
+            "reapply_s": round(reapply_s, 2),
+            "reapply_moved": len(again.moved),
+            "due": len(due),
+            "gpu_started": started,
             "cpu_runs": sorted(set(cpu_states.values())),
             "cpu_started_during_cycle": sum(1 for v in cpu_starts if v and window_start <= v <= window_end),
-            "cycles_while_cpu_ran": cycles, "cycling_s": round(window_end - window_start, 1),
+            "cycles_while_cpu_ran": cycles,
+            "cycling_s": round(window_end - window_start, 1),
         }
         print("LOAD", json.dumps(figures))
 
@@ -146,10 +173,16 @@ def test_5000_waiting_gpu_task_instances_collect_plan_apply_while_airflow_keeps_
         plans1, jobs1 = plan_table_rows(engine)
         after_rows = (plans1 - plans0) + (jobs1 - jobs0)
         per_hour = 3600.0 / 10.0  # cycles an hour at the default cycle_interval_s
-        storage = {"cycles": cycles_run, "loop_s": round(loop_s, 1), "solves": loop.solves,
-                   "plans_stored": plans1 - plans0, "rows_before": before_rows, "rows_after": after_rows,
-                   "rows_per_hour_before": round(before_rows / max(cycles_run, 1) * per_hour),
-                   "rows_per_hour_after": round(after_rows / max(cycles_run, 1) * per_hour)}
+        storage = {
+            "cycles": cycles_run,
+            "loop_s": round(loop_s, 1),
+            "solves": loop.solves,
+            "plans_stored": plans1 - plans0,
+            "rows_before": before_rows,
+            "rows_after": after_rows,
+            "rows_per_hour_before": round(before_rows / max(cycles_run, 1) * per_hour),
+            "rows_per_hour_after": round(after_rows / max(cycles_run, 1) * per_hour),
+        }
         print("STORAGE", json.dumps(storage))
         assert after_rows <= before_rows
         assert len(snapshot.waiting) == N and len(workload.queued) == N
@@ -172,5 +205,9 @@ def test_5000_waiting_gpu_task_instances_collect_plan_apply_while_airflow_keeps_
         succeeded = sum(n for k, n in final.items() if k.startswith("success:"))
         assert succeeded + final.get("scheduled:gpu_intake", 0) == N, final
         assert succeeded >= len(due) >= 1, (succeeded, len(due))
-        print("RELEASED", json.dumps({"first_plan_released": len(due), "succeeded": succeeded,
-                                      "held": final.get("scheduled:gpu_intake", 0)}))
+        print(
+            "RELEASED",
+            json.dumps(
+                {"first_plan_released": len(due), "succeeded": succeeded, "held": final.get("scheduled:gpu_intake", 0)}
+            ),
+        )

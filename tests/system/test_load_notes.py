@@ -32,8 +32,12 @@ def test_notes_for_5000_held_task_instances_are_a_small_part_of_a_cycle(hook, me
     try:
         seed.dag("load_gpu", {"work": {"declaration": {"kind": "quantization", "gpus": 1, "estimate_s": 600}}})
         seed.run("load_gpu", "big")
-        seed.task_instances([{"dag_id": "load_gpu", "run_id": "big", "task_id": "work", "map_index": i,
-                              "waited_s": 60 + i % 300} for i in range(N)])
+        seed.task_instances(
+            [
+                {"dag_id": "load_gpu", "run_id": "big", "task_id": "work", "map_index": i, "waited_s": 60 + i % 300}
+                for i in range(N)
+            ]
+        )
         planner = RolloutPlanner(PlannerConfig(step_s=60.0, horizon_s=24 * 3600.0, time_limit_s=2.0))
         now = time.time()
         figures = []
@@ -42,9 +46,16 @@ def test_notes_for_5000_held_task_instances_are_a_small_part_of_a_cycle(hook, me
             summary = schedule_cycle(hook, planner, CLUSTER, now_s=at)
             wall = time.perf_counter() - started
             notes = summary["notes"]
-            figures.append({"cycle": label, "cycle_s": round(wall, 2), "solve_s": summary["solve_wall_s"],
-                            "notes_s": notes["wall_s"], "notes_share": round(notes["wall_s"] / wall, 3),
-                            **{k: notes[k] for k in ("inserted", "updated", "unchanged")}})
+            figures.append(
+                {
+                    "cycle": label,
+                    "cycle_s": round(wall, 2),
+                    "solve_s": summary["solve_wall_s"],
+                    "notes_s": notes["wall_s"],
+                    "notes_share": round(notes["wall_s"] / wall, 3),
+                    **{k: notes[k] for k in ("inserted", "updated", "unchanged")},
+                }
+            )
             assert notes["error"] is None
         print(f"NOTES ({hook.get_engine().dialect.name})", json.dumps(figures))
         first, same, later = figures

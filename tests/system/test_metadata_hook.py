@@ -21,8 +21,19 @@ def pools(h) -> dict[str, int]:
 
 
 def plan_row(**over):
-    row = {"created_s": 1.0, "cluster": "{}", "method": "milp", "status": "optimal", "waiting": 1, "running": 0,
-           "due": 1, "rejected": 0, "pool_slots": "{}", "streaming_reserve": "{}", "applied": True}
+    row = {
+        "created_s": 1.0,
+        "cluster": "{}",
+        "method": "milp",
+        "status": "optimal",
+        "waiting": 1,
+        "running": 0,
+        "due": 1,
+        "rejected": 0,
+        "pool_slots": "{}",
+        "streaming_reserve": "{}",
+        "applied": True,
+    }
     return {**row, **over}
 
 
@@ -37,15 +48,28 @@ def test_airflow_db_migrate_creates_the_plan_tables_and_stamps_our_version_table
         tables = set(inspect(engine).get_table_names())
         assert {"gpu_sched_plan", "gpu_sched_plan_job", "alembic_version_gpu_sched"} <= tables
         with engine.connect() as c:
-            assert c.execute(text("SELECT version_num FROM alembic_version_gpu_sched")).scalar() == "0003_gpu_sched_heartbeat"
+            assert (
+                c.execute(text("SELECT version_num FROM alembic_version_gpu_sched")).scalar()
+                == "0003_gpu_sched_heartbeat"
+            )
     finally:
         engine.dispose()
 
 
 def test_postgres_connection_becomes_a_psycopg2_url_and_errors_never_show_the_password(monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_GPU_UNREACHABLE", json.dumps(
-        {"conn_type": "postgres", "host": "127.0.0.1", "port": 1, "login": "planner", "password": "s3cr3t-pw",
-         "schema": "airflow"}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GPU_UNREACHABLE",
+        json.dumps(
+            {
+                "conn_type": "postgres",
+                "host": "127.0.0.1",
+                "port": 1,
+                "login": "planner",
+                "password": "s3cr3t-pw",
+                "schema": "airflow",
+            }
+        ),
+    )
     h = GpuSchedulerMetadataHook("gpu_unreachable")
     assert h.sqlalchemy_url().drivername == "postgresql+psycopg2"
     with pytest.raises(GpuSchedulerMetadataError) as raised:
@@ -98,10 +122,14 @@ def test_a_failure_inside_apply_rolls_everything_back(hook):
 
 def test_review_reads_latest_plan_summaries_and_one_jobs_history(hook):
     assert hook.latest_plan() is None and hook.plan_summaries() == []
-    first = hook.store_plan(plan_row(created_s=10.0), [job_row(decision="held", reason="all 4 h100 GPUs are busy",
-                                                               reason_code="busy", deadline_s=99.0)])
-    second = hook.store_plan(plan_row(created_s=20.0, moved=1), [
-        job_row(), job_row(job_id="d/r/u/-1", task_id="u", decision="held", reason_code="later")])
+    first = hook.store_plan(
+        plan_row(created_s=10.0),
+        [job_row(decision="held", reason="all 4 h100 GPUs are busy", reason_code="busy", deadline_s=99.0)],
+    )
+    second = hook.store_plan(
+        plan_row(created_s=20.0, moved=1),
+        [job_row(), job_row(job_id="d/r/u/-1", task_id="u", decision="held", reason_code="later")],
+    )
     latest = hook.latest_plan()
     assert latest["id"] == second and latest["moved"] == 1
     assert [j["job_id"] for j in latest["jobs"]] == ["d/r/t/-1", "d/r/u/-1"]
@@ -109,8 +137,10 @@ def test_review_reads_latest_plan_summaries_and_one_jobs_history(hook):
     assert [p["id"] for p in summaries] == [second, first]
     assert summaries[0]["decisions"] == {"released": 1, "held": 1} and "jobs" not in summaries[0]
     history = hook.job_history("d/r/t/-1")
-    assert [(h["plan_id"], h["decision"], h["created_s"]) for h in history] == [(second, "released", 20.0),
-                                                                                 (first, "held", 10.0)]
+    assert [(h["plan_id"], h["decision"], h["created_s"]) for h in history] == [
+        (second, "released", 20.0),
+        (first, "held", 10.0),
+    ]
     assert history[1]["reason_code"] == "busy" and history[1]["deadline_s"] == 99.0
     assert hook.job_history("no/such/job/-1") == []
     with hook.get_engine().connect() as conn:  # the review page passes its own connection
@@ -121,12 +151,15 @@ def test_review_reads_latest_plan_summaries_and_one_jobs_history(hook):
 def test_previous_starts_are_the_newest_plans_promises_to_waiting_jobs(hook):
     assert hook.previous_starts() == {}
     hook.store_plan(plan_row(created_s=10.0), [job_row(decision="held", planned_start_s=500.0)])
-    hook.store_plan(plan_row(created_s=20.0), [
-        job_row(decision="released", planned_start_s=20.0),
-        job_row(job_id="d/r/u/-1", task_id="u", decision="held", planned_start_s=900.0),
-        job_row(job_id="d/r/v/-1", task_id="v", decision="unplanned"),
-        job_row(job_id="d/r/w/-1", task_id="w", decision="running", planned_start_s=5.0),
-    ])
+    hook.store_plan(
+        plan_row(created_s=20.0),
+        [
+            job_row(decision="released", planned_start_s=20.0),
+            job_row(job_id="d/r/u/-1", task_id="u", decision="held", planned_start_s=900.0),
+            job_row(job_id="d/r/v/-1", task_id="v", decision="unplanned"),
+            job_row(job_id="d/r/w/-1", task_id="w", decision="running", planned_start_s=5.0),
+        ],
+    )
     assert hook.previous_starts() == {"d/r/t/-1": 20.0, "d/r/u/-1": 900.0}
 
 
@@ -135,6 +168,8 @@ def test_plans_stored_with_the_earlier_word_for_released_read_back_as_released(h
     plan_id = hook.store_plan(plan_row(), [job_row(decision="due"), job_row(job_id="d/r/u/-1", task_id="u")])
     assert [j["decision"] for j in hook.latest_plan()["jobs"]] == ["released", "released"]
     assert hook.plan_summaries()[0]["decisions"] == {"released": 2}
-    assert hook.newest_plan() == (plan_id, {j: {**hook.newest_plan()[1][j], "decision": "released"}
-                                            for j in ("d/r/t/-1", "d/r/u/-1")})
+    assert hook.newest_plan() == (
+        plan_id,
+        {j: {**hook.newest_plan()[1][j], "decision": "released"} for j in ("d/r/t/-1", "d/r/u/-1")},
+    )
     assert [h["decision"] for h in hook.job_history("d/r/t/-1")] == ["released"]

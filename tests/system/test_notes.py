@@ -25,9 +25,13 @@ CLUSTER = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}}})
 @pytest.fixture
 def seed(metadata_url, hook):
     seeder = Seeder(metadata_url)
-    seeder.dag("team_a", {"train": {"declaration": {"kind": "training", "gpus": 4, "estimate_s": 3600,
-                                                    "priority": 9}},
-                          "quantize": {"declaration": {"kind": "quantization", "gpus": 1, "estimate_s": 600}}})
+    seeder.dag(
+        "team_a",
+        {
+            "train": {"declaration": {"kind": "training", "gpus": 4, "estimate_s": 3600, "priority": 9}},
+            "quantize": {"declaration": {"kind": "quantization", "gpus": 1, "estimate_s": 600}},
+        },
+    )
     seeder.dag("team_b", {"score": {"declaration": {"kind": "batch_inference", "gpus": 2, "estimate_s": 1800}}})
     yield seeder
     with seeder.engine.begin() as conn:
@@ -53,24 +57,39 @@ def set_running(seed: Seeder, k: TaskInstanceKey, pool: str, started_ago_s: floa
     ti = seed.t["task_instance"]
     now = datetime.now(timezone.utc)
     with seed.engine.begin() as conn:
-        conn.execute(update(ti).where(ti.c.dag_id == k.dag_id, ti.c.run_id == k.run_id, ti.c.task_id == k.task_id)
-                     .values(state="running", pool=pool, start_date=seed._time(now - timedelta(seconds=started_ago_s)),
-                             scheduled_dttm=seed._time(now - timedelta(seconds=started_ago_s + waited_s))))
+        conn.execute(
+            update(ti)
+            .where(ti.c.dag_id == k.dag_id, ti.c.run_id == k.run_id, ti.c.task_id == k.task_id)
+            .values(
+                state="running",
+                pool=pool,
+                start_date=seed._time(now - timedelta(seconds=started_ago_s)),
+                scheduled_dttm=seed._time(now - timedelta(seconds=started_ago_s + waited_s)),
+            )
+        )
 
 
 def test_held_task_instances_carry_their_plan_and_a_persons_note_is_never_overwritten(hook, seed):
     seed.run("team_a", "r1")
     seed.run("team_b", "r1")
-    seed.task_instances([{"dag_id": "team_a", "run_id": "r1", "task_id": "train", "pool_slots": 4, "waited_s": 60},
-                         {"dag_id": "team_a", "run_id": "r1", "task_id": "quantize", "waited_s": 30},
-                         {"dag_id": "team_b", "run_id": "r1", "task_id": "score", "pool_slots": 2, "waited_s": 20}])
+    seed.task_instances(
+        [
+            {"dag_id": "team_a", "run_id": "r1", "task_id": "train", "pool_slots": 4, "waited_s": 60},
+            {"dag_id": "team_a", "run_id": "r1", "task_id": "quantize", "waited_s": 30},
+            {"dag_id": "team_b", "run_id": "r1", "task_id": "score", "pool_slots": 2, "waited_s": 20},
+        ]
+    )
     # A person's note on the batch job is there before the planner's first cycle.
     ti = seed.t["task_instance"]
     with seed.engine.begin() as conn:
         ti_id = conn.execute(select(ti.c.id).where(ti.c.dag_id == "team_b")).scalar()
-        conn.execute(text("INSERT INTO task_instance_note (ti_id, user_id, content, created_at, updated_at) "
-                          "VALUES (:id, 'alice', 'rerun after the data fix', :now, :now)"),
-                     {"id": ti_id, "now": seed._time(datetime.now(timezone.utc))})
+        conn.execute(
+            text(
+                "INSERT INTO task_instance_note (ti_id, user_id, content, created_at, updated_at) "
+                "VALUES (:id, 'alice', 'rerun after the data fix', :now, :now)"
+            ),
+            {"id": ti_id, "now": seed._time(datetime.now(timezone.utc))},
+        )
 
     now = datetime.now(timezone.utc).timestamp()
     first = schedule_cycle(hook, PLANNER, CLUSTER, now_s=now)
@@ -98,17 +117,25 @@ def test_held_task_instances_carry_their_plan_and_a_persons_note_is_never_overwr
     # A person takes over the planner's note (the UI sets its user): it is theirs from now on.
     held = next(k for k, (user, _) in notes(hook).items() if user == PLANNER_USER and k.task_id != "score")
     with seed.engine.begin() as conn:
-        conn.execute(text("UPDATE task_instance_note SET user_id = 'bob', content = 'waiting on purpose' "
-                          "WHERE ti_id = (SELECT id FROM task_instance WHERE dag_id = :d AND task_id = :t)"),
-                     {"d": held.dag_id, "t": held.task_id})
+        conn.execute(
+            text(
+                "UPDATE task_instance_note SET user_id = 'bob', content = 'waiting on purpose' "
+                "WHERE ti_id = (SELECT id FROM task_instance WHERE dag_id = :d AND task_id = :t)"
+            ),
+            {"d": held.dag_id, "t": held.task_id},
+        )
     schedule_cycle(hook, PLANNER, Cluster.from_dict({"gpu_types": {"h100": {"count": 8}}}))
     assert notes(hook)[held] == ("bob", "waiting on purpose")
 
 
 def test_a_changed_plan_updates_the_note_and_a_started_task_says_when_it_started(hook, seed):
     seed.run("team_a", "r2")
-    seed.task_instances([{"dag_id": "team_a", "run_id": "r2", "task_id": "train", "pool_slots": 4, "waited_s": 60},
-                         {"dag_id": "team_a", "run_id": "r2", "task_id": "quantize", "waited_s": 30}])
+    seed.task_instances(
+        [
+            {"dag_id": "team_a", "run_id": "r2", "task_id": "train", "pool_slots": 4, "waited_s": 60},
+            {"dag_id": "team_a", "run_id": "r2", "task_id": "quantize", "waited_s": 30},
+        ]
+    )
     small = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}}})
     schedule_cycle(hook, PLANNER, small)
     before = notes(hook)
@@ -123,9 +150,13 @@ def test_a_changed_plan_updates_the_note_and_a_started_task_says_when_it_started
     set_running(seed, train, "gpu_h100", started_ago_s=5, waited_s=125)
     set_running(seed, quantize, "gpu_h100", started_ago_s=3, waited_s=40)
     with seed.engine.begin() as conn:  # this one's note is a person's again
-        conn.execute(text("UPDATE task_instance_note SET user_id = 'carol' WHERE ti_id = "
-                          "(SELECT id FROM task_instance WHERE dag_id = 'team_a' AND run_id = 'r2' "
-                          "AND task_id = 'quantize')"))
+        conn.execute(
+            text(
+                "UPDATE task_instance_note SET user_id = 'carol' WHERE ti_id = "
+                "(SELECT id FROM task_instance WHERE dag_id = 'team_a' AND run_id = 'r2' "
+                "AND task_id = 'quantize')"
+            )
+        )
     idle = schedule_cycle(hook, PLANNER, small)
     assert idle["noop"] is True
     user, content = notes(hook)[train]
@@ -136,8 +167,18 @@ def test_a_changed_plan_updates_the_note_and_a_started_task_says_when_it_started
 
 def test_a_running_task_the_planner_never_noted_gets_no_note(hook, seed):
     seed.run("team_b", "r3")
-    seed.task_instances([{"dag_id": "team_b", "run_id": "r3", "task_id": "score", "pool_slots": 2,
-                          "pool": "gpu_h100", "state": "running"}])
+    seed.task_instances(
+        [
+            {
+                "dag_id": "team_b",
+                "run_id": "r3",
+                "task_id": "score",
+                "pool_slots": 2,
+                "pool": "gpu_h100",
+                "state": "running",
+            }
+        ]
+    )
     set_running(seed, key("team_b", "r3", "score"), "gpu_h100", started_ago_s=10, waited_s=5)
     seed.run("team_a", "r3")
     seed.task_instances([{"dag_id": "team_a", "run_id": "r3", "task_id": "quantize"}])
@@ -164,8 +205,14 @@ def test_when_notes_cannot_be_written_the_plan_is_applied_anyway(hook, seed):
 
 
 def test_a_note_never_names_a_job_of_another_dag():
-    row = {"dag_id": "team_a", "decision": "held", "gpus": 1, "gpu_type": "h100", "planned_start_s": 0.0,
-           "reason": "h100 GPUs reserved for training job secret/r/train/-1 (priority 9), which starts now"}
+    row = {
+        "dag_id": "team_a",
+        "decision": "held",
+        "gpus": 1,
+        "gpu_type": "h100",
+        "planned_start_s": 0.0,
+        "reason": "h100 GPUs reserved for training job secret/r/train/-1 (priority 9), which starts now",
+    }
     note = waiting_note(row, ["secret/r/train/-1", "team_a/r/q/-1"])
     assert "secret" not in note and "reserved for training job in another DAG (priority 9)" in note
     assert private("blocked by team_a/r/train/-1", "team_a", ["team_a/r/train/-1"]) == "blocked by team_a/r/train/-1"

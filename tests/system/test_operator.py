@@ -19,8 +19,19 @@ def cluster_file(tmp_path):
 
 
 def test_unreachable_database_fails_with_a_clear_error_and_no_password(monkeypatch, cluster_file):
-    monkeypatch.setenv("AIRFLOW_CONN_GPU_DOWN", json.dumps(
-        {"conn_type": "postgres", "host": "127.0.0.1", "port": 1, "login": "u", "password": "hunter2x", "schema": "a"}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GPU_DOWN",
+        json.dumps(
+            {
+                "conn_type": "postgres",
+                "host": "127.0.0.1",
+                "port": 1,
+                "login": "u",
+                "password": "hunter2x",
+                "schema": "a",
+            }
+        ),
+    )
     op = GpuScheduleOperator(task_id="plan", gpu_scheduler_conn_id="gpu_down", cluster_file=cluster_file)
     with pytest.raises(GpuSchedulerMetadataError) as raised:
         op.execute({})
@@ -44,8 +55,13 @@ def test_repeat_for_must_be_a_non_negative_number(value, cluster_file, monkeypat
 
 
 def test_empty_queue_is_a_no_op_on_a_real_metadata_db(hook, cluster_file):
-    op = GpuScheduleOperator(task_id="plan", gpu_scheduler_conn_id=hook.gpu_scheduler_conn_id,
-                             cluster_file=cluster_file, repeat_for_s=2, repeat_every_s=1)
+    op = GpuScheduleOperator(
+        task_id="plan",
+        gpu_scheduler_conn_id=hook.gpu_scheduler_conn_id,
+        cluster_file=cluster_file,
+        repeat_for_s=2,
+        repeat_every_s=1,
+    )
     summary = op.execute({})
     assert summary["noop"] is True and summary["cycles"] == 2
     assert hook.get_plans() == []
@@ -65,8 +81,9 @@ def test_a_running_endpoint_is_stored_with_the_cores_expected_end_not_divided_by
 
     now = 1_800_000_000.0
     cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4, "speed": 2.0}}})
-    endpoint = Job("d/r/serve/-1", now - 10, "realtime_inference", 1, estimate_s=100.0,
-                   meta={"key": ("d", "r", "serve", -1)})
+    endpoint = Job(
+        "d/r/serve/-1", now - 10, "realtime_inference", 1, estimate_s=100.0, meta={"key": ("d", "r", "serve", -1)}
+    )
     batch = Job("d/r/train/-1", now - 10, "training", 1, estimate_s=100.0, meta={"key": ("d", "r", "train", -1)})
     running = [RunningJob(endpoint, "h100", now - 10), RunningJob(batch, "h100", now - 10)]
     workload = GpuWorkload([], running, {}, {}, {})

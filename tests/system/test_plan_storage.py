@@ -30,24 +30,35 @@ PLANNER = RolloutPlanner(PlannerConfig(step_s=60.0, time_limit_s=2.0))
 @pytest.fixture
 def seed(metadata_url, hook):
     seeder = Seeder(metadata_url)
-    seeder.dag("team", {"train": {"declaration": {"kind": "training", "gpus": 4, "estimate_s": 3600, "priority": 9}},
-                        "quantize": {"declaration": {"kind": "quantization", "gpus": 1, "estimate_s": 600}}})
+    seeder.dag(
+        "team",
+        {
+            "train": {"declaration": {"kind": "training", "gpus": 4, "estimate_s": 3600, "priority": 9}},
+            "quantize": {"declaration": {"kind": "quantization", "gpus": 1, "estimate_s": 600}},
+        },
+    )
     yield seeder
     seeder.clear()
 
 
 def rows(hook) -> tuple[int, int]:
     with hook.get_engine().connect() as conn:
-        return (conn.execute(select(func.count()).select_from(plan_table)).scalar(),
-                conn.execute(select(func.count()).select_from(plan_job_table)).scalar())
+        return (
+            conn.execute(select(func.count()).select_from(plan_table)).scalar(),
+            conn.execute(select(func.count()).select_from(plan_job_table)).scalar(),
+        )
 
 
 def test_a_cycle_that_decides_nothing_new_stores_nothing_and_confirms_the_plan(hook, seed):
     for run in ("r1", "r2"):
         seed.run("team", run)
-    seed.task_instances([{"dag_id": "team", "run_id": "r1", "task_id": "train", "pool_slots": 4},
-                         {"dag_id": "team", "run_id": "r1", "task_id": "quantize"},
-                         {"dag_id": "team", "run_id": "r2", "task_id": "quantize"}])
+    seed.task_instances(
+        [
+            {"dag_id": "team", "run_id": "r1", "task_id": "train", "pool_slots": 4},
+            {"dag_id": "team", "run_id": "r1", "task_id": "quantize"},
+            {"dag_id": "team", "run_id": "r2", "task_id": "quantize"},
+        ]
+    )
     now = time.time()
     loop = PlanningLoop(PLANNER, replan_interval_s=600.0)
     first = schedule_cycle(hook, loop, CLUSTER, now_s=now)
@@ -85,8 +96,18 @@ def test_a_cycle_that_decides_nothing_new_stores_nothing_and_confirms_the_plan(h
 def test_plans_older_than_the_retention_are_pruned_but_the_newest_the_page_shows_are_kept(hook, monkeypatch):
     monkeypatch.setenv("AIRFLOW__GPU_SCHEDULER__PLAN_RETENTION_DAYS", "7")
     now = time.time()
-    base = {"cluster": "{}", "method": "milp", "status": "optimal", "waiting": 1, "running": 0, "due": 0,
-            "rejected": 0, "pool_slots": "{}", "streaming_reserve": "{}", "applied": True}
+    base = {
+        "cluster": "{}",
+        "method": "milp",
+        "status": "optimal",
+        "waiting": 1,
+        "running": 0,
+        "due": 0,
+        "rejected": 0,
+        "pool_slots": "{}",
+        "streaming_reserve": "{}",
+        "applied": True,
+    }
     job = {"job_id": "d/r/t/-1", "dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1, "decision": "held"}
     ages_days = [30] * 10 + [8] * 5 + [1] * 3  # 15 older than a week, 3 recent
     ids = [hook.store_plan({**base, "created_s": now - days * 86400}, [job]) for days in ages_days]
@@ -111,21 +132,55 @@ def test_airflow_db_clean_removes_old_runs_of_the_planner_dags(metadata_url, hoo
         with seeder.engine.begin() as conn:
             for i in range(5):
                 when = seeder._time(old + timedelta(minutes=i))
-                conn.execute(dag_run.update().where(dag_run.c.run_id == f"scheduled__{i}")
-                             .values(start_date=when, queued_at=when, run_after=when, end_date=when,
-                                     run_type="scheduled"))
-        hook.store_plan({"created_s": time.time(), "cluster": "{}", "method": "milp", "status": "optimal",
-                         "waiting": 0, "running": 0, "due": 0, "rejected": 0, "pool_slots": "{}",
-                         "streaming_reserve": "{}", "applied": True}, [])
+                conn.execute(
+                    dag_run.update()
+                    .where(dag_run.c.run_id == f"scheduled__{i}")
+                    .values(start_date=when, queued_at=when, run_after=when, end_date=when, run_type="scheduled")
+                )
+        hook.store_plan(
+            {
+                "created_s": time.time(),
+                "cluster": "{}",
+                "method": "milp",
+                "status": "optimal",
+                "waiting": 0,
+                "running": 0,
+                "due": 0,
+                "rejected": 0,
+                "pool_slots": "{}",
+                "streaming_reserve": "{}",
+                "applied": True,
+            },
+            [],
+        )
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-        env.update(AIRFLOW_HOME=str(Path(metadata_url.split("///")[-1]).parent) if metadata_url.startswith("sqlite")
-                   else os.environ.get("AIRFLOW_HOME", "/tmp"), AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=metadata_url,
-                   AIRFLOW__CORE__LOAD_EXAMPLES="False",
-                   PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"])
+        env.update(
+            AIRFLOW_HOME=str(Path(metadata_url.split("///")[-1]).parent)
+            if metadata_url.startswith("sqlite")
+            else os.environ.get("AIRFLOW_HOME", "/tmp"),
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=metadata_url,
+            AIRFLOW__CORE__LOAD_EXAMPLES="False",
+            PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"],
+        )
         cutoff = (datetime.now(timezone.utc) - timedelta(days=30)).strftime("%Y-%m-%d %H:%M:%S+00:00")
-        done = subprocess.run(["airflow", "db", "clean", "--clean-before-timestamp", cutoff, "--tables", "dag_run",
-                               "--skip-archive", "--yes"], env=env, capture_output=True, text=True, timeout=300,
-                              check=False)
+        done = subprocess.run(
+            [
+                "airflow",
+                "db",
+                "clean",
+                "--clean-before-timestamp",
+                cutoff,
+                "--tables",
+                "dag_run",
+                "--skip-archive",
+                "--yes",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         with seeder.engine.connect() as conn:
             left = [r for (r,) in conn.execute(text("SELECT run_id FROM dag_run WHERE dag_id = 'gpu_scheduler'"))]
@@ -144,10 +199,20 @@ def test_rows_written_per_cycle_with_5000_held_task_instances(hook, metadata_url
     try:
         seeder.dag("load", {"shard": {"declaration": {"kind": "batch_inference", "gpus": 1, "estimate_s": 3600}}})
         seeder.run("load", "big")
-        seeder.task_instances([{"dag_id": "load", "run_id": "big", "task_id": "shard", "map_index": i}
-                               for i in range(5000)])
-        running = [{"dag_id": "load", "run_id": "big", "task_id": "shard", "map_index": 5000 + i, "pool": "gpu_h100",
-                    "state": "running"} for i in range(8)]
+        seeder.task_instances(
+            [{"dag_id": "load", "run_id": "big", "task_id": "shard", "map_index": i} for i in range(5000)]
+        )
+        running = [
+            {
+                "dag_id": "load",
+                "run_id": "big",
+                "task_id": "shard",
+                "map_index": 5000 + i,
+                "pool": "gpu_h100",
+                "state": "running",
+            }
+            for i in range(8)
+        ]
         seeder.task_instances(running)
         cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 8}}})
         loop = PlanningLoop(PLANNER, early_s=10.0, replan_interval_s=60.0)
@@ -162,16 +227,23 @@ def test_rows_written_per_cycle_with_5000_held_task_instances(hook, metadata_url
                     ti = seeder.t["task_instance"]
                     with seeder.engine.begin() as conn:
                         conn.execute(ti.update().where(ti.c.map_index == 5000 + i).values(state="success"))
-                    seeder.task_instances([{"dag_id": "load", "run_id": "big", "task_id": "shard",
-                                            "map_index": 6000 + i}])
+                    seeder.task_instances(
+                        [{"dag_id": "load", "run_id": "big", "task_id": "shard", "map_index": 6000 + i}]
+                    )
                 now += 10.0
                 summary = schedule_cycle(hook, loop, cluster, now_s=now)
                 before += 1 + summary["waiting"] + summary["running"]  # what every cycle stored before
             plans1, jobs1 = rows(hook)
-            figures[phase] = {"cycles": cycles, "rows_before": before, "rows_after": plans1 - plans0 + jobs1 - jobs0,
-                              "plans_stored": plans1 - plans0}
-        per_hour = {phase: (f["rows_before"] * 360 // f["cycles"], f["rows_after"] * 360 // f["cycles"])
-                    for phase, f in figures.items()}
+            figures[phase] = {
+                "cycles": cycles,
+                "rows_before": before,
+                "rows_after": plans1 - plans0 + jobs1 - jobs0,
+                "plans_stored": plans1 - plans0,
+            }
+        per_hour = {
+            phase: (f["rows_before"] * 360 // f["cycles"], f["rows_after"] * 360 // f["cycles"])
+            for phase, f in figures.items()
+        }
         print("STORAGE 5000 held", figures, "rows per hour at a 10 s cycle (before, after):", per_hour)
         assert figures["quiet"]["rows_after"] == 0
         assert figures["stream"]["rows_after"] <= figures["stream"]["rows_before"]

@@ -74,18 +74,23 @@ def airflow(tmp_path_factory):
     with contextlib.ExitStack() as stack:
         stack.callback(listener.close)
         url = database_url("sqlite", home, stack)
-        af = EmbeddedAirflow(home, dags, database_url=url, extra_env={
-            "AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps(CLUSTER),
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-            "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
-            "AIRFLOW__METRICS__STATSD_ON": "True",
-            "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-            "AIRFLOW__METRICS__STATSD_PORT": str(listener.port),
-            "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
-            "AIRFLOW__GPU_SCHEDULER__PLANNING_STEP_S": "10",
-            "AIRFLOW__GPU_SCHEDULER__PLANNING_HORIZON_S": "3600",
-            "AIRFLOW__GPU_SCHEDULER__CYCLE_INTERVAL_S": "3",
-        })
+        af = EmbeddedAirflow(
+            home,
+            dags,
+            database_url=url,
+            extra_env={
+                "AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps(CLUSTER),
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+                "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
+                "AIRFLOW__METRICS__STATSD_ON": "True",
+                "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+                "AIRFLOW__METRICS__STATSD_PORT": str(listener.port),
+                "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+                "AIRFLOW__GPU_SCHEDULER__PLANNING_STEP_S": "10",
+                "AIRFLOW__GPU_SCHEDULER__PLANNING_HORIZON_S": "3600",
+                "AIRFLOW__GPU_SCHEDULER__CYCLE_INTERVAL_S": "3",
+            },
+        )
         stack.callback(af.stop)
         af.start()
         af.wait_for_dags(["gpu_scheduler", "example_gpu_quantization"])
@@ -124,12 +129,27 @@ def test_every_cycle_reports_its_metrics_to_statsd(airflow):
     assert set(states.values()) == {"success"}, states
     time.sleep(1)  # the last datagrams
     samples = airflow.listener.samples("airflow.gpu_scheduler.")
-    print("\n".join(f"{name}:{max(values, key=lambda v: float(v.split('|')[0]))}  (largest of {len(values)})"
-                    for name, values in sorted(samples.items())))
-    expected = {"cycles": "c", "cycle.duration": "ms", "plan.duration": "ms", "plan.status.optimal": "c",
-                "plan.method.milp": "c", "tasks.waiting": "g", "tasks.held": "g", "tasks.released": "g",
-                "tasks.running": "g", "tasks.rejected": "g", "gpus.busy.h100": "g", "plan.utilization": "g",
-                "plan.utilization_airflow": "g"}
+    print(
+        "\n".join(
+            f"{name}:{max(values, key=lambda v: float(v.split('|')[0]))}  (largest of {len(values)})"
+            for name, values in sorted(samples.items())
+        )
+    )
+    expected = {
+        "cycles": "c",
+        "cycle.duration": "ms",
+        "plan.duration": "ms",
+        "plan.status.optimal": "c",
+        "plan.method.milp": "c",
+        "tasks.waiting": "g",
+        "tasks.held": "g",
+        "tasks.released": "g",
+        "tasks.running": "g",
+        "tasks.rejected": "g",
+        "gpus.busy.h100": "g",
+        "plan.utilization": "g",
+        "plan.utilization_airflow": "g",
+    }
     for name, kind in expected.items():
         values = samples.get(f"airflow.gpu_scheduler.{name}")
         assert values, f"no airflow.gpu_scheduler.{name} in {sorted(samples)}"

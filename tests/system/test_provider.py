@@ -31,8 +31,13 @@ def test_shipped_dags_import_without_errors():
 
     bag = DagBag(dag_folder=str(REPO_DAGS))
     assert bag.import_errors == {}
-    assert {"gpu_scheduler", "example_gpu_training", "example_gpu_realtime_inference",
-            "example_gpu_batch_inference", "example_gpu_quantization"} <= set(bag.dag_ids)
+    assert {
+        "gpu_scheduler",
+        "example_gpu_training",
+        "example_gpu_realtime_inference",
+        "example_gpu_batch_inference",
+        "example_gpu_quantization",
+    } <= set(bag.dag_ids)
     assert bag.dags["gpu_scheduler"].max_active_runs == 1
     # The fail-open watchdog is its own DAG: a crashing or paused planning DAG cannot stop it.
     assert [t.task_type for t in bag.dags["gpu_scheduler_watchdog"].tasks] == ["GpuFailOpenOperator"]
@@ -41,8 +46,11 @@ def test_shipped_dags_import_without_errors():
 @pytest.mark.airflow
 def test_airflow_lists_the_provider_its_plugin_hook_and_settings(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update(AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__LOAD_EXAMPLES="False",
-               PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"])
+    env.update(
+        AIRFLOW_HOME=str(tmp_path),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"],
+    )
 
     def airflow(*args: str) -> str:
         done = subprocess.run(["airflow", *args], env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -69,11 +77,20 @@ def test_migration_files_create_the_same_tables_as_the_models(tmp_path):
 
     db = tmp_path / "airflow.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update(AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__LOAD_EXAMPLES="False",
-               AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{db}",
-               PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"])
-    done = subprocess.run(["airflow", "db", "migrate", "--use-migration-files"], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    env.update(
+        AIRFLOW_HOME=str(tmp_path),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{db}",
+        PATH=str(Path(sys.executable).parent) + os.pathsep + env["PATH"],
+    )
+    done = subprocess.run(
+        ["airflow", "db", "migrate", "--use-migration-files"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     engine = create_engine(f"sqlite:///{db}")
     try:

@@ -33,8 +33,13 @@ def readme_platform_commands() -> list[str]:
 
 def fresh_clone(dest) -> None:
     """The files a clone would have: tracked and new, not ignored ones."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                           check=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, files):
         source = ROOT / name
         if source.is_file():
@@ -43,8 +48,15 @@ def fresh_clone(dest) -> None:
 
 
 def shell(line: str, env: dict, cwd) -> str:
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", line], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=900, check=False)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", line],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert done.returncode == 0, f"README line failed: {line}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout + done.stderr
 
@@ -53,16 +65,16 @@ def seed_gpu_work(url: str, run_id: str, seed: Seeder) -> None:
     if "gpu_jobs" not in seed.versions:
         seed.dag("gpu_jobs", {"train": {"declaration": {"kind": "training", "gpus": 2, "estimate_s": 600}}})
     seed.run("gpu_jobs", run_id)
-    seed.task_instances([{"dag_id": "gpu_jobs", "run_id": run_id, "task_id": "train", "pool_slots": 2,
-                          "waited_s": 30}])
+    seed.task_instances([{"dag_id": "gpu_jobs", "run_id": run_id, "task_id": "train", "pool_slots": 2, "waited_s": 30}])
 
 
 def planned_pool(url: str, run_id: str) -> str:
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
-            return conn.execute(text("SELECT pool FROM task_instance WHERE dag_id = 'gpu_jobs' AND run_id = :r"),
-                                {"r": run_id}).scalar()
+            return conn.execute(
+                text("SELECT pool FROM task_instance WHERE dag_id = 'gpu_jobs' AND run_id = :r"), {"r": run_id}
+            ).scalar()
     finally:
         engine.dispose()
 
@@ -76,8 +88,12 @@ def test_every_platform_command_in_the_readme_works_as_written(backend, fresh_ve
     fresh_clone(clone)
     with contextlib.ExitStack() as stack:
         url = database_url(backend, tmp_path / "db", stack)
-        env = clean_env(fresh_venv, AIRFLOW_HOME=str(tmp_path / "airflow-home"),
-                        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url, AIRFLOW__CORE__LOAD_EXAMPLES="False")
+        env = clean_env(
+            fresh_venv,
+            AIRFLOW_HOME=str(tmp_path / "airflow-home"),
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url,
+            AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        )
         seed = None
         for line in commands:
             if line.startswith("airflow dags test"):
@@ -89,15 +105,19 @@ def test_every_platform_command_in_the_readme_works_as_written(backend, fresh_ve
         engine = create_engine(url)
         with engine.connect() as conn:
             methods = [m for (m,) in conn.execute(select(plan_table.c.method))]
-            conn_type = conn.execute(text("SELECT conn_type FROM connection WHERE conn_id = 'gpu_scheduler_metadata'")
-                                     ).scalar()
+            conn_type = conn.execute(
+                text("SELECT conn_type FROM connection WHERE conn_id = 'gpu_scheduler_metadata'")
+            ).scalar()
         engine.dispose()
         assert conn_type == "gpu_scheduler_metadata" and methods and "fail_open" not in methods
 
         # The connection the README used to make still plans.
         shell("airflow connections delete gpu_scheduler_metadata", env, clone)
-        shell('airflow connections add gpu_scheduler_metadata --conn-uri "$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"',
-              env, clone)
+        shell(
+            'airflow connections add gpu_scheduler_metadata --conn-uri "$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"',
+            env,
+            clone,
+        )
         seed_gpu_work(url, "r1", seed)
         shell(commands[-1], env, clone)
         assert planned_pool(url, "r1") in ("gpu_h100", "gpu_l4")

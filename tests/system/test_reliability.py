@@ -74,13 +74,21 @@ def seed(metadata_url):
 
 def seed_workload(seed: Seeder, waited_s: float = 600.0, bad: bool = True) -> None:
     """GPU DAG (with a CPU task downstream), optionally a DAG of bad declarations, and CPU-only DAGs."""
-    seed.dag("gpu_jobs", {
-        "train": {"declaration": {"kind": "training", "gpus": 2, "estimate_s": 600, "priority": 3},
-                  "downstream": ["report"]},
-        "quant": {"declaration": {"kind": "quantization", "gpus": 1, "estimate_s": 300}, "weight_rule": "absolute",
-                  "priority_weight": 7},
-        "report": {"priority_weight": 4},
-    })
+    seed.dag(
+        "gpu_jobs",
+        {
+            "train": {
+                "declaration": {"kind": "training", "gpus": 2, "estimate_s": 600, "priority": 3},
+                "downstream": ["report"],
+            },
+            "quant": {
+                "declaration": {"kind": "quantization", "gpus": 1, "estimate_s": 300},
+                "weight_rule": "absolute",
+                "priority_weight": 7,
+            },
+            "report": {"priority_weight": 4},
+        },
+    )
     seed.dag("cpu_etl", {"extract": {"priority_weight": 9}, "load": {}})
     seed.set_pool("cpu_pool", 2)
     seed.set_pool("gpu", 3)  # named like GPU work but not a gpu_* pool: never ours to touch
@@ -98,8 +106,10 @@ def seed_workload(seed: Seeder, waited_s: float = 600.0, bad: bool = True) -> No
     if bad:
         seed.dag("gpu_bad", {name: {"declaration": decl} for name, (decl, _) in BAD_DECLARATIONS.items()})
         seed.run("gpu_bad", "r0")
-        rows += [{"dag_id": "gpu_bad", "run_id": "r0", "task_id": name, "waited_s": waited_s,
-                  "pool_slots": _slots(decl)} for name, (decl, _) in BAD_DECLARATIONS.items()]
+        rows += [
+            {"dag_id": "gpu_bad", "run_id": "r0", "task_id": name, "waited_s": waited_s, "pool_slots": _slots(decl)}
+            for name, (decl, _) in BAD_DECLARATIONS.items()
+        ]
     seed.task_instances(rows)
 
 
@@ -192,8 +202,10 @@ def test_planner_down_fails_open_to_airflows_order_and_the_next_plan_takes_over(
     tis, _ = seed.state()
     held = [k for k, v in gpu_jobs(tis).items() if v[0] == INTAKE_POOL]
     assert held, "the plan holds work again (4+2 GPUs cannot start 9 jobs needing 13)"
-    print(f"fail-open: faults injected 1 (planner down), survived 1; released {summary['released']} + 1; "
-          f"bad declarations kept held {len(summary['kept'])}; jobs lost 0")
+    print(
+        f"fail-open: faults injected 1 (planner down), survived 1; released {summary['released']} + 1; "
+        f"bad declarations kept held {len(summary['kept'])}; jobs lost 0"
+    )
 
 
 def test_watchdog_stays_quiet_while_the_planner_is_alive_or_idle(hook, seed, monkeypatch):
@@ -276,8 +288,10 @@ def test_a_fault_at_any_write_leaves_every_task_instance_as_before_then_the_next
     again = schedule_cycle(hook, PLANNER, CLUSTER, now_s=now)
     assert again["moved"] == 0 and seed.state() == applied
     lost = [k for k in gpu_jobs(before[0]) if k not in applied[0]]
-    print(f"atomic apply ({engine.dialect.name}): faults injected {faults}, survived {faults}, "
-          f"task instances changed by a failed apply 0, jobs lost {len(lost)}; re-apply wrote 0 task instances")
+    print(
+        f"atomic apply ({engine.dialect.name}): faults injected {faults}, survived {faults}, "
+        f"task instances changed by a failed apply 0, jobs lost {len(lost)}; re-apply wrote 0 task instances"
+    )
     assert not lost
 
 
@@ -298,11 +312,13 @@ def _run_operator(conn_id: str, cluster_file: Path, out: Path, marker: Path | No
         "        return plan(self, *a, **k)\n"
         "    planner.MilpPlanner.plans = slow\n"
         "from airflow_gpu_scheduler.operators.schedule import GpuScheduleOperator\n"
-        f"op = GpuScheduleOperator(task_id='plan', gpu_scheduler_conn_id={conn_id!r}, cluster_file={str(cluster_file)!r})\n"
+        f"op = GpuScheduleOperator(task_id='plan', gpu_scheduler_conn_id={conn_id!r}, "
+        f"cluster_file={str(cluster_file)!r})\n"
         f"Path({str(out)!r}).write_text(json.dumps(op.execute({{}}), default=str))\n"
     )
-    return subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code], env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def test_two_planning_runs_at_once_never_interleave_and_the_loser_exits_cleanly(hook, seed, tmp_path):
@@ -336,8 +352,10 @@ def test_two_planning_runs_at_once_never_interleave_and_the_loser_exits_cleanly(
     # A run whose decisions equal the stored plan's confirms that plan instead of storing a copy.
     assert len(plan_rows(hook)) == 1 + sum(1 for r in results if r.get("stored"))
     assert all(r.get("locked_out") or r["plan_id"] in {p["id"] for p in plan_rows(hook)} for r in results)
-    print(f"overlap: concurrent runs 4, locked out {1 + sum(bool(r.get('locked_out')) for r in results)}, "
-          "failed 0, interleaved writes 0")
+    print(
+        f"overlap: concurrent runs 4, locked out {1 + sum(bool(r.get('locked_out')) for r in results)}, "
+        "failed 0, interleaved writes 0"
+    )
 
 
 def test_a_first_cycle_waits_out_a_short_hold_of_the_lock_such_as_a_watchdog_check(hook, seed):
@@ -371,7 +389,8 @@ def test_a_first_cycle_waits_out_a_short_hold_of_the_lock_such_as_a_watchdog_che
 
 
 def test_bad_declarations_are_reported_with_task_field_reason_and_stay_held_while_the_rest_is_planned(
-        hook, seed, caplog):
+    hook, seed, caplog
+):
     seed_workload(seed)
     before = seed.state()
     caplog.set_level(logging.INFO, logger=log.name)
@@ -385,16 +404,21 @@ def test_bad_declarations_are_reported_with_task_field_reason_and_stay_held_whil
         detail = fields[f"gpu_bad/r0/{name}/-1"]
         assert detail["task"] == f"gpu_bad.{name}" and detail["field"] == field and detail["reason"], (name, detail)
         assert after[0][("gpu_bad", "r0", name, -1)][0] == INTAKE_POOL, f"{name} must stay held"
-        assert any(f"gpu_bad.{name}" in r.getMessage() and repr(field) in r.getMessage() and r.levelno == logging.ERROR
-                   for r in caplog.records), f"no task-log line for {name}"
+        assert any(
+            f"gpu_bad.{name}" in r.getMessage() and repr(field) in r.getMessage() and r.levelno == logging.ERROR
+            for r in caplog.records
+        ), f"no task-log line for {name}"
     with hook.get_engine().connect() as conn:
-        stored = {r.job_id: r.reason for r in conn.execute(
-            select(plan_job_table).where(plan_job_table.c.decision == "rejected"))}
+        stored = {
+            r.job_id: r.reason
+            for r in conn.execute(select(plan_job_table).where(plan_job_table.c.decision == "rejected"))
+        }
     assert set(stored) == set(fields) and all(f"field '{fields[j]['field']}'" in stored[j] for j in stored)
     # Everything else was planned: every valid job has a decision, some are due now.
     assert len(summary["released"]) > 0 and summary["waiting"] == 2 * RUNS + len(BAD_DECLARATIONS)
-    print(f"bad declarations tried {len(BAD_DECLARATIONS)}, reported {len(fields)}, held {len(fields)}, "
-          f"run 0, dropped 0")
+    print(
+        f"bad declarations tried {len(BAD_DECLARATIONS)}, reported {len(fields)}, held {len(fields)}, run 0, dropped 0"
+    )
 
 
 def test_a_task_instance_dispatched_between_collect_and_apply_is_skipped_and_left_alone(hook, seed):
@@ -408,13 +432,19 @@ def test_a_task_instance_dispatched_between_collect_and_apply_is_skipped_and_lef
     levers = levers_for_plan(plan, CLUSTER, work.queued, work.running, snapshot.now_s)
     gone = "gpu_jobs/r0/train/-1"
     with seed.engine.begin() as conn:  # the scheduler queues it meanwhile
-        conn.execute(text("UPDATE task_instance SET state = 'queued' WHERE dag_id = 'gpu_jobs' AND run_id = 'r0' "
-                          "AND task_id = 'train'"))
+        conn.execute(
+            text(
+                "UPDATE task_instance SET state = 'queued' WHERE dag_id = 'gpu_jobs' AND run_id = 'r0' "
+                "AND task_id = 'train'"
+            )
+        )
     before = seed.state()[0][("gpu_jobs", "r0", "train", -1)]
     result = hook.apply_levers(levers, snapshot.waiting)
     assert result.skipped == (gone,) and gone not in result.moved
     assert len(result.moved) == len(levers.assignments) - 1 - sum(
-        1 for j, a in levers.assignments.items()
-        if j != gone and (a.pool, a.weight) == next((t.pool, t.priority_weight) for t in snapshot.waiting
-                                                    if t.key.job_id == j))
+        1
+        for j, a in levers.assignments.items()
+        if j != gone
+        and (a.pool, a.weight) == next((t.pool, t.priority_weight) for t in snapshot.waiting if t.key.job_id == j)
+    )
     assert seed.state()[0][("gpu_jobs", "r0", "train", -1)] == before

@@ -26,25 +26,57 @@ def plan(now_s: float) -> tuple[dict, list[dict]]:
     cluster = {"gpu_types": {"h100": {"count": 4, "speed": 1.0}}}
     rows = []
     for rank, (dag_id, decision) in enumerate([("team_a", "running"), ("team_b", "held")]):
-        rows.append({
-            "job_id": f"{dag_id}/r1/train/-1", "dag_id": dag_id, "run_id": "r1", "task_id": "train", "map_index": -1,
-            "decision": decision, "kind": "training", "gpus": 4, "priority": 5.0, "estimate_s": 600.0,
-            "gpu_type": "h100", "pool": "gpu_h100" if decision == "running" else "gpu_intake", "weight": 1000 - rank,
-            "rank": rank, "planned_start_s": now_s + 600 * rank, "planned_end_s": now_s + 600 * (rank + 1),
-            "reason": "all 4 h100 GPUs are busy until 12:00:00 UTC" if decision == "held" else None,
-            "reason_code": "busy" if decision == "held" else None,
-        })
-    record = {"created_s": now_s, "dag_id": "gpu_scheduler", "run_id": "r", "cluster": json.dumps(cluster),
-              "method": "milp", "status": "optimal", "waiting": 1, "running": 1, "due": 0, "rejected": 0,
-              "pool_slots": "{}", "streaming_reserve": "{}", "applied": True, "moved": 0, "wall_s": 0.1}
+        rows.append(
+            {
+                "job_id": f"{dag_id}/r1/train/-1",
+                "dag_id": dag_id,
+                "run_id": "r1",
+                "task_id": "train",
+                "map_index": -1,
+                "decision": decision,
+                "kind": "training",
+                "gpus": 4,
+                "priority": 5.0,
+                "estimate_s": 600.0,
+                "gpu_type": "h100",
+                "pool": "gpu_h100" if decision == "running" else "gpu_intake",
+                "weight": 1000 - rank,
+                "rank": rank,
+                "planned_start_s": now_s + 600 * rank,
+                "planned_end_s": now_s + 600 * (rank + 1),
+                "reason": "all 4 h100 GPUs are busy until 12:00:00 UTC" if decision == "held" else None,
+                "reason_code": "busy" if decision == "held" else None,
+            }
+        )
+    record = {
+        "created_s": now_s,
+        "dag_id": "gpu_scheduler",
+        "run_id": "r",
+        "cluster": json.dumps(cluster),
+        "method": "milp",
+        "status": "optimal",
+        "waiting": 1,
+        "running": 1,
+        "due": 0,
+        "rejected": 0,
+        "pool_slots": "{}",
+        "streaming_reserve": "{}",
+        "applied": True,
+        "moved": 0,
+        "wall_s": 0.1,
+    }
     return record, rows
 
 
 def test_jobs_are_anonymous_when_the_auth_manager_cannot_list_readable_dags(tmp_path):
     with contextlib.ExitStack() as stack:
         url = database_url("sqlite", tmp_path, stack)
-        af = EmbeddedAirflow(tmp_path / "home", tmp_path / "no-dags", database_url=url, extra_env={
-            "AIRFLOW__CORE__AUTH_MANAGER": "cannot_list.CannotListDagsAuthManager", "PYTHONPATH": str(AUTH)})
+        af = EmbeddedAirflow(
+            tmp_path / "home",
+            tmp_path / "no-dags",
+            database_url=url,
+            extra_env={"AIRFLOW__CORE__AUTH_MANAGER": "cannot_list.CannotListDagsAuthManager", "PYTHONPATH": str(AUTH)},
+        )
         (tmp_path / "no-dags").mkdir()
         stack.callback(af.stop)
         af.start()
@@ -53,8 +85,9 @@ def test_jobs_are_anonymous_when_the_auth_manager_cannot_list_readable_dags(tmp_
         with engine.begin() as conn:
             GpuSchedulerMetadataHook._insert_plan(conn, *plan(time.time()))
 
-        request = urllib.request.Request(af.base_url + "/gpu-scheduler/api/plan",
-                                         headers={"Authorization": f"Bearer {af.token()}"})
+        request = urllib.request.Request(
+            af.base_url + "/gpu-scheduler/api/plan", headers={"Authorization": f"Bearer {af.token()}"}
+        )
         with urllib.request.urlopen(request, timeout=60) as answer:
             jobs = json.loads(answer.read())["jobs"]
     assert len(jobs) == 2, jobs

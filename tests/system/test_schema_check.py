@@ -39,8 +39,7 @@ def seeded(hook, metadata_url):
     seed = Seeder(metadata_url)
     seed.dag("gpu_jobs", {"train": {"declaration": {"kind": "training", "gpus": 2, "estimate_s": 60}}})
     seed.run("gpu_jobs", "r0")
-    seed.task_instances([{"dag_id": "gpu_jobs", "run_id": "r0", "task_id": "train", "pool_slots": 2,
-                          "waited_s": 900}])
+    seed.task_instances([{"dag_id": "gpu_jobs", "run_id": "r0", "task_id": "train", "pool_slots": 2, "waited_s": 900}])
     yield seed
     seed.clear()
 
@@ -101,8 +100,10 @@ def test_a_column_only_the_planner_reads_leaves_the_work_to_fail_open(hook, seed
 
 
 def test_missing_plan_tables_say_to_run_db_migrate(hook, metadata_url):
-    with renamed(metadata_url, "gpu_sched_plan_job", "reason_code"), pytest.raises(
-            UnsupportedSchemaError, match="gpu_sched_plan_job.reason_code"):
+    with (
+        renamed(metadata_url, "gpu_sched_plan_job", "reason_code"),
+        pytest.raises(UnsupportedSchemaError, match="gpu_sched_plan_job.reason_code"),
+    ):
         check_metadata_schema(hook)
     engine = create_engine(metadata_url)
     try:

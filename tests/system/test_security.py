@@ -55,18 +55,37 @@ def test_credentials_never_reach_logs_xcom_or_stored_plans(metadata_url, monkeyp
     url = make_url(metadata_url)
     if url.get_backend_name() != "postgresql":
         pytest.skip("the password is only sent to PostgreSQL (the test server trusts local connections)")
-    monkeypatch.setenv("AIRFLOW_CONN_GPU_SECRET", json.dumps({
-        "conn_type": "postgres", "host": url.host, "port": url.port, "login": url.username, "password": PASSWORD,
-        "schema": url.database}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GPU_SECRET",
+        json.dumps(
+            {
+                "conn_type": "postgres",
+                "host": url.host,
+                "port": url.port,
+                "login": url.username,
+                "password": PASSWORD,
+                "schema": url.database,
+            }
+        ),
+    )
     monkeypatch.setattr(watchdog, "_stats", lambda: type("S", (), {"incr": print, "gauge": print})())
     seed = Seeder(metadata_url)
     hook = GpuSchedulerMetadataHook("gpu_secret")
     try:
-        seed.dag("gpu_jobs", {"train": {"declaration": {"kind": "training", "gpus": 2, "estimate_s": 60}},
-                              "bad": {"declaration": {"kind": "training", "gpus": 99}}})
+        seed.dag(
+            "gpu_jobs",
+            {
+                "train": {"declaration": {"kind": "training", "gpus": 2, "estimate_s": 60}},
+                "bad": {"declaration": {"kind": "training", "gpus": 99}},
+            },
+        )
         seed.run("gpu_jobs", "r0")
-        seed.task_instances([{"dag_id": "gpu_jobs", "run_id": "r0", "task_id": t, "pool_slots": 2, "waited_s": 900}
-                             for t in ("train", "bad")])
+        seed.task_instances(
+            [
+                {"dag_id": "gpu_jobs", "run_id": "r0", "task_id": t, "pool_slots": 2, "waited_s": 900}
+                for t in ("train", "bad")
+            ]
+        )
         caplog.set_level(logging.DEBUG)
         log = logging.getLogger("gpu_scheduler.security")
         cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}}})

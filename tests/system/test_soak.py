@@ -77,8 +77,13 @@ def test_the_check_tells_a_whole_plan_from_half_of_one(hook, postgres_seed, meta
 @pytest.mark.postgres
 def test_a_three_minute_soak_under_every_fault_loses_nothing(tmp_path):
     report_file = tmp_path / "soak.json"
-    done = subprocess.run([sys.executable, SOAK, "--minutes", "3", "--json", report_file, "--sample-s", "10"],
-                          capture_output=True, text=True, timeout=1500, check=False)
+    done = subprocess.run(
+        [sys.executable, SOAK, "--minutes", "3", "--json", report_file, "--sample-s", "10"],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
     print(done.stdout[-6000:])
     if done.returncode == 2:
         pytest.skip(done.stderr.strip())
@@ -86,8 +91,9 @@ def test_a_three_minute_soak_under_every_fault_loses_nothing(tmp_path):
     report = json.loads(report_file.read_text())
     assert report["work"]["lost"] == {} and report["work"]["stranded"] == {}, report["work"]
     assert report["half_applied"] == [], report["half_applied"]
-    assert set(report["faults"]) == {"kill_planner", "terminate_planner_db", "restart_scheduler", "pause_planner"}, \
+    assert set(report["faults"]) == {"kill_planner", "terminate_planner_db", "restart_scheduler", "pause_planner"}, (
         report["fault_log"]
+    )
     assert report["cycles"] > 0 and report["checks"].get("consistent", 0) > 0, report["checks"]
     assert report["work"]["succeeded"] == report["work"]["submitted"] > 0
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

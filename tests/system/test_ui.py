@@ -32,11 +32,22 @@ pytestmark = pytest.mark.airflow
 CLUSTER = {"gpu_types": {"h100": {"count": 4, "speed": 1.0}, "a100": {"count": 2, "speed": 1.0}}}
 ARTIFACTS = Path(__file__).parents[2] / "artifacts" / "ui"
 PREFIX = "/gpu-scheduler"
-ROUTES = ["/", "/api/plan", "/api/plans", "/api/jobs/a/b/c/-1", "/api/utilization", "/api/openapi.json",
-          "/static/gpu_schedule.js"]
+ROUTES = [
+    "/",
+    "/api/plan",
+    "/api/plans",
+    "/api/jobs/a/b/c/-1",
+    "/api/utilization",
+    "/api/openapi.json",
+    "/static/gpu_schedule.js",
+]
 LONG_S = 300  # the first jobs hold their GPUs for the whole test
-DAG_OF_KIND = {"training": ("plan_train", "train"), "batch_inference": ("ui_batch", "score"),
-               "quantization": ("plan_quant", "quantize"), "realtime_inference": ("ui_stream", "serve")}
+DAG_OF_KIND = {
+    "training": ("plan_train", "train"),
+    "batch_inference": ("ui_batch", "score"),
+    "quantization": ("plan_quant", "quantize"),
+    "realtime_inference": ("ui_stream", "serve"),
+}
 
 
 def chromium_path() -> str:
@@ -51,9 +62,13 @@ def airflow(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow-ui")
     with contextlib.ExitStack() as stack:
         url = database_url("sqlite", home, stack)
-        instance = EmbeddedAirflow(home, DAGS, database_url=url,
-                                   users={"admin": ("admin", "admin"), "viewer": ("viewer", "viewer")},
-                                   extra_env={"AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps(CLUSTER)})
+        instance = EmbeddedAirflow(
+            home,
+            DAGS,
+            database_url=url,
+            users={"admin": ("admin", "admin"), "viewer": ("viewer", "viewer")},
+            extra_env={"AIRFLOW_VAR_GPU_SCHEDULER_CLUSTER": json.dumps(CLUSTER)},
+        )
         stack.callback(instance.stop)
         instance.start()
         instance.wait_for_dags(["plan_quant", "plan_train", "plan_mapped", "plan_scheduler", "ui_stream", "ui_batch"])
@@ -97,9 +112,12 @@ _tokens: dict[str, str] = {}
 
 def login_token(af: EmbeddedAirflow, user: str) -> str:
     if user not in _tokens:
-        request = urllib.request.Request(af.base_url + "/auth/token", method="POST",
-                                         data=json.dumps({"username": user, "password": user}).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            af.base_url + "/auth/token",
+            method="POST",
+            data=json.dumps({"username": user, "password": user}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=60) as answer:
             _tokens[user] = json.loads(answer.read())["access_token"]
     return _tokens[user]
@@ -210,7 +228,9 @@ def test_the_page_shows_the_plan_lanes_order_and_why_jobs_wait(airflow, browser)
     train = jobs["plan_train/train/train/-1"]
     # The gang is next on h100: released ahead, it waits in its pool until the 4 GPUs are free
     # (the pool's slots are the gate), or it is still held behind work planned before it.
-    assert train["decision"] in ("released", "held") and train["lane"] == "h100" and train["estimate_source"] == "declared"
+    assert (
+        train["decision"] in ("released", "held") and train["lane"] == "h100" and train["estimate_source"] == "declared"
+    )
     assert train["ti_url"] == "/dags/plan_train/runs/train/tasks/train"
     endpoint = jobs["ui_stream/endpoint/serve/-1"]
     assert endpoint["lane"] == "a100:streaming" and endpoint["pool"] == "gpu_a100_streaming"
@@ -282,13 +302,22 @@ def test_the_page_shows_the_plan_lanes_order_and_why_jobs_wait(airflow, browser)
 def synthetic_plan(n_jobs: int, now_s: float, seed: int = 7) -> tuple[dict, list[dict]]:
     """A plan as the operator records it, for ``n_jobs`` jobs packed first-fit on three GPU types."""
     rng = random.Random(seed)
-    cluster = {"gpu_types": {"h100": {"count": 64, "speed": 1.0}, "a100": {"count": 32, "speed": 0.7},
-                             "l4": {"count": 16, "speed": 0.4}}}
+    cluster = {
+        "gpu_types": {
+            "h100": {"count": 64, "speed": 1.0},
+            "a100": {"count": 32, "speed": 0.7},
+            "l4": {"count": 16, "speed": 0.4},
+        }
+    }
     reserve = {"h100": 4, "a100": 2, "l4": 2}
     # GPUs per (type, streaming?): streaming work runs on the reserved GPUs, batch work on the rest.
-    free = {(name, streaming): [now_s - rng.uniform(0, 1800) for _ in range(reserve[name] if streaming else
-                                                                              spec["count"] - reserve[name])]
-            for name, spec in cluster["gpu_types"].items() for streaming in (False, True)}
+    free = {
+        (name, streaming): [
+            now_s - rng.uniform(0, 1800) for _ in range(reserve[name] if streaming else spec["count"] - reserve[name])
+        ]
+        for name, spec in cluster["gpu_types"].items()
+        for streaming in (False, True)
+    }
     kinds = ["training", "batch_inference", "quantization", "realtime_inference"]
     rows = []
     for i in range(n_jobs):
@@ -306,21 +335,53 @@ def synthetic_plan(n_jobs: int, now_s: float, seed: int = 7) -> tuple[dict, list
         # Named after the real DAGs of this Airflow, so the page may show them (the user can read them).
         dag_id, task_id = DAG_OF_KIND[kind]
         job_id = f"{dag_id}/synthetic_{i}/{task_id}/-1"
-        rows.append({
-            "job_id": job_id, "dag_id": dag_id, "run_id": f"synthetic_{i}", "task_id": task_id,
-            "map_index": -1, "decision": decision, "kind": kind, "gpus": gpus, "priority": rng.choice([1, 2, 5, 9]),
-            "estimate_s": estimate, "estimate_source": rng.choice(["declared", "group history", "kind history"]),
-            "gpu_type": gpu_type, "pool": f"gpu_{gpu_type}" if decision != "held" else "gpu_intake",
-            "weight": 1_000_000 - 10 * i, "rank": i, "planned_start_s": start, "planned_end_s": end,
-            "deadline_s": end + rng.uniform(-600, 3600) if rng.random() < 0.2 else None,
-            "reason": f"all {cluster['gpu_types'][gpu_type]['count']} {gpu_type} GPUs are busy" if decision == "held" else None,
-            "reason_code": "busy" if decision == "held" else None,
-        })
-    plan = {"created_s": now_s, "dag_id": "synthetic", "run_id": "scale", "cluster": json.dumps(cluster),
-            "method": "milp", "status": "optimal", "objective": 1.0, "greedy_objective": 1.0, "bound": 1.0, "gap": 0.0,
-            "wall_s": 1.9, "waiting": sum(r["decision"] != "running" for r in rows),
-            "running": sum(r["decision"] == "running" for r in rows), "due": sum(r["decision"] == "released" for r in rows),
-            "rejected": 0, "pool_slots": "{}", "streaming_reserve": json.dumps(reserve), "applied": True, "moved": 0}
+        rows.append(
+            {
+                "job_id": job_id,
+                "dag_id": dag_id,
+                "run_id": f"synthetic_{i}",
+                "task_id": task_id,
+                "map_index": -1,
+                "decision": decision,
+                "kind": kind,
+                "gpus": gpus,
+                "priority": rng.choice([1, 2, 5, 9]),
+                "estimate_s": estimate,
+                "estimate_source": rng.choice(["declared", "group history", "kind history"]),
+                "gpu_type": gpu_type,
+                "pool": f"gpu_{gpu_type}" if decision != "held" else "gpu_intake",
+                "weight": 1_000_000 - 10 * i,
+                "rank": i,
+                "planned_start_s": start,
+                "planned_end_s": end,
+                "deadline_s": end + rng.uniform(-600, 3600) if rng.random() < 0.2 else None,
+                "reason": f"all {cluster['gpu_types'][gpu_type]['count']} {gpu_type} GPUs are busy"
+                if decision == "held"
+                else None,
+                "reason_code": "busy" if decision == "held" else None,
+            }
+        )
+    plan = {
+        "created_s": now_s,
+        "dag_id": "synthetic",
+        "run_id": "scale",
+        "cluster": json.dumps(cluster),
+        "method": "milp",
+        "status": "optimal",
+        "objective": 1.0,
+        "greedy_objective": 1.0,
+        "bound": 1.0,
+        "gap": 0.0,
+        "wall_s": 1.9,
+        "waiting": sum(r["decision"] != "running" for r in rows),
+        "running": sum(r["decision"] == "running" for r in rows),
+        "due": sum(r["decision"] == "released" for r in rows),
+        "rejected": 0,
+        "pool_slots": "{}",
+        "streaming_reserve": json.dumps(reserve),
+        "applied": True,
+        "moved": 0,
+    }
     return plan, rows
 
 
@@ -347,15 +408,19 @@ def test_two_thousand_planned_jobs_are_all_drawn_listed_in_plan_order_and_window
     assert all(b["lane"] == jobs[b["key"]]["lane"] for b in drawn)
 
     # Why waiting: long queues show their first rows in plan order, and offer the rest.
-    held = sorted((j for j in jobs.values() if j["decision"] in ("held", "unplanned", "rejected")),
-                  key=lambda j: (j["rank"] if j["rank"] is not None else 1e9, j["key"]))
+    held = sorted(
+        (j for j in jobs.values() if j["decision"] in ("held", "unplanned", "rejected")),
+        key=lambda j: (j["rank"] if j["rank"] is not None else 1e9, j["key"]),
+    )
     assert len(held) > 200, "the synthetic plan should hold more jobs than one page of the table"
     listed = page.locator("#waiting tbody tr[data-key]").evaluate_all("rows => rows.map(r => r.dataset.key)")
     assert listed == [j["key"] for j in held[:200]]
     rest = len(held) - 200
     assert page.locator("#more-waiting").inner_text() == f"Show {min(200, rest)} more of {rest}"
-    print(f"\n2,000 planned jobs: fetch {timing['fetchMs']:.0f} ms, render {timing['renderMs']:.0f} ms, "
-          f"painted {timing['paintedMs']:.0f} ms after the data arrived")
+    print(
+        f"\n2,000 planned jobs: fetch {timing['fetchMs']:.0f} ms, render {timing['renderMs']:.0f} ms, "
+        f"painted {timing['paintedMs']:.0f} ms after the data arrived"
+    )
     page.screenshot(path=str(ARTIFACTS / "gpu-schedule-2000-jobs.png"), full_page=False)
 
     # "Next hour" keeps the jobs that overlap [now - 1 h / 8, now + 1 h]: the page's now is its own

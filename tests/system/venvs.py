@@ -30,11 +30,13 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "airf
 
 
 def run(args: list[str | Path], timeout: float = 900, **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout, check=False,
-                          **kwargs)
+    done = subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, timeout=timeout, check=False, **kwargs
+    )
     if done.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} exited {done.returncode}:\n"
-                             f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise AssertionError(
+            f"{' '.join(map(str, args))} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return done
 
 

@@ -27,5 +27,16 @@ from airflow_gpu_scheduler.core.planner.model import MIN_SOLVE_S
 from airflow_gpu_scheduler.core.planner.objective import commitment, job_value
 from airflow_gpu_scheduler.core.planner.plan import Plan, PlannedStart, PlannerConfig, SolveReport
 
-__all__ = ["MIN_SOLVE_S", "CyclePlans", "MilpPlanner", "Plan", "PlannedStart", "PlannerConfig", "SolveReport",
-           "commitment", "job_value", "room_for_gangs", "start_grid"]
+__all__ = [
+    "MIN_SOLVE_S",
+    "CyclePlans",
+    "MilpPlanner",
+    "Plan",
+    "PlannedStart",
+    "PlannerConfig",
+    "SolveReport",
+    "commitment",
+    "job_value",
+    "room_for_gangs",
+    "start_grid",
+]

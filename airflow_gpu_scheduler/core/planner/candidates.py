@@ -38,7 +38,12 @@ class Candidate(NamedTuple):
 
 
 def build_candidates(
-    cfg: PlannerConfig, cluster: Cluster, jobs: Sequence[Job], capacity: Capacity, now_s: float, horizon: float,
+    cfg: PlannerConfig,
+    cluster: Cluster,
+    jobs: Sequence[Job],
+    capacity: Capacity,
+    now_s: float,
+    horizon: float,
     previous: Mapping[str, float],
 ) -> dict[int, list[Candidate]]:
     """Every start of every job that could fit and end within the horizon, with its objective coefficient.

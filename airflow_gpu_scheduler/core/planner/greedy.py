@@ -18,8 +18,9 @@ def ranked(candidates: Mapping[int, list[Candidate]]) -> dict[int, list[Candidat
     return {j: sorted(cands, key=lambda c: -c.coefficient) for j, cands in candidates.items()}
 
 
-def greedy_plan(jobs: Sequence[Job], candidates: Mapping[int, list[Candidate]],
-                capacity: Capacity) -> dict[int, Candidate]:
+def greedy_plan(
+    jobs: Sequence[Job], candidates: Mapping[int, list[Candidate]], capacity: Capacity
+) -> dict[int, Candidate]:
     """Each job in priority order (``jobs`` is sorted so) takes its best still-feasible start."""
     free = capacity.copy()
     by_value = ranked(candidates)

@@ -95,17 +95,18 @@ class Capacity:
             # use part of it: reserve only what they do not cover.
             r = reserve.get(name, 0)
             # Never below zero: batch work already running beyond it just means no new batch starts.
-            free_batch[name] = [max(0, f - max(0, r - s)) for f, s in zip(row, streaming_running[name])]
+            free_batch[name] = [max(0, f - max(0, r - s)) for f, s in zip(row, streaming_running[name], strict=True)]
         return cls(points, free, free_batch)
 
     def copy(self) -> Capacity:
-        return Capacity(self.points, {k: list(v) for k, v in self.free.items()},
-                        {k: list(v) for k, v in self.free_batch.items()})
+        return Capacity(
+            self.points, {k: list(v) for k, v in self.free.items()}, {k: list(v) for k, v in self.free_batch.items()}
+        )
 
     def fits(self, gpu_type: str, gpus: int, idx: range, streaming: bool) -> bool:
-        if min(self.free[gpu_type][idx.start:idx.stop]) < gpus:
+        if min(self.free[gpu_type][idx.start : idx.stop]) < gpus:
             return False
-        return streaming or min(self.free_batch[gpu_type][idx.start:idx.stop]) >= gpus
+        return streaming or min(self.free_batch[gpu_type][idx.start : idx.stop]) >= gpus
 
     def take(self, gpu_type: str, gpus: int, idx: range, streaming: bool) -> None:
         """Occupy GPUs. Streaming work may use the reservation, so it does not count against

@@ -45,8 +45,9 @@ def make_rule(name: str) -> Policy:
     raise ValueError(f"unknown dispatch rule {name!r}; known: {', '.join(RULES)}")
 
 
-def rule_levers(name: str, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob],
-                now_s: float) -> Levers:
+def rule_levers(
+    name: str, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float
+) -> Levers:
     """What rule ``name`` starts now, through the same pools as a plan's levers.
 
     The rule only releases work that fits the GPUs free now, so every released job starts at
@@ -68,8 +69,9 @@ def rule_levers(name: str, cluster: Cluster, waiting: Sequence[Job], running: Se
         if given is None or gpu_type is None:
             assignments[job.job_id] = Assignment(INTAKE_POOL, 0)
             continue
-        assignments[job.job_id] = Assignment(pool_name(gpu_type, job.is_streaming), given.weight,
-                                             executor_queue(cluster.gpu_type(gpu_type)))
+        assignments[job.job_id] = Assignment(
+            pool_name(gpu_type, job.is_streaming), given.weight, executor_queue(cluster.gpu_type(gpu_type))
+        )
         if job.is_streaming:
             streaming[gpu_type] += job.gpus
     slots: dict[str, int] = {INTAKE_POOL: 0}
@@ -80,8 +82,15 @@ def rule_levers(name: str, cluster: Cluster, waiting: Sequence[Job], running: Se
     return Levers(slots, assignments)
 
 
-def follow_rule(name: str, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob],
-                now_s: float, until_s: float, future: SampledFuture) -> list[Started]:
+def follow_rule(
+    name: str,
+    cluster: Cluster,
+    waiting: Sequence[Job],
+    running: Sequence[RunningJob],
+    now_s: float,
+    until_s: float,
+    future: SampledFuture,
+) -> list[Started]:
     """The waiting jobs (and the future's endpoints) that rule ``name`` starts before ``until_s``
     when jobs take ``future``'s times; the rule is asked again at every start, end and arrival,
     and sees estimates only, as it does when it runs for real."""
@@ -111,8 +120,9 @@ def follow_rule(name: str, cluster: Cluster, waiting: Sequence[Job], running: Se
                 if job is None or gpu_type is None:
                     continue
                 del queue[job_id]
-                runtime = runtime_s(job, job.planning_estimate_s * future.ratio.get(job_id, 1.0),
-                                    cluster.gpu_type(gpu_type))
+                runtime = runtime_s(
+                    job, job.planning_estimate_s * future.ratio.get(job_id, 1.0), cluster.gpu_type(gpu_type)
+                )
                 started.append(Started(job, gpu_type, t, runtime, speeds[gpu_type]))
                 now_running[job_id] = RunningJob(job, gpu_type, t)
                 heapq.heappush(ends, (t + runtime, job_id))

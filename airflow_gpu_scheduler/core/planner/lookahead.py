@@ -76,23 +76,37 @@ class StreamingDemand:
             out.append(replace(like, job_id=f"{prefix}{len(out)}", submit_s=t, deadline_s=None))
 
 
-def sample_futures(cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob], now_s: float,
-                   errors: EstimateErrors, samples: int, seed: int = 0, demand: StreamingDemand | None = None,
-                   lookahead_s: float = 0.0) -> list[SampledFuture]:
+def sample_futures(
+    cluster: Cluster,
+    waiting: Sequence[Job],
+    running: Sequence[RunningJob],
+    now_s: float,
+    errors: EstimateErrors,
+    samples: int,
+    seed: int = 0,
+    demand: StreamingDemand | None = None,
+    lookahead_s: float = 0.0,
+) -> list[SampledFuture]:
     """``samples`` futures; job ``x``'s draw in sample ``k`` depends only on (seed, x, k), so the
     same job keeps its draw from cycle to cycle and decisions do not flicker with the noise."""
     futures = []
     for k in range(samples):
-        arrivals = () if demand is None else demand.sample(
-            now_s, lookahead_s, random.Random(f"{seed}:arrivals:{k}:{now_s:.0f}"), f"{ARRIVAL_PREFIX}{k}:")
+        arrivals = (
+            ()
+            if demand is None
+            else demand.sample(
+                now_s, lookahead_s, random.Random(f"{seed}:arrivals:{k}:{now_s:.0f}"), f"{ARRIVAL_PREFIX}{k}:"
+            )
+        )
         ends: dict[str, float] = {}
         for r in running:
             rng = random.Random(f"{seed}:{r.job.job_id}:{k}")
             expected = runtime_s(r.job, r.job.planning_estimate_s, cluster.gpu_type(r.gpu_type))
             elapsed = max(0.0, now_s - r.start_s)
             ratio = errors.sample(r.job.kind, rng, at_least=elapsed / expected if expected > 0 else 0.0)
-            ends[r.job.job_id] = (now_s + OVERDUE_FRACTION * expected if ratio is None
-                                  else max(now_s, r.start_s + ratio * expected))
+            ends[r.job.job_id] = (
+                now_s + OVERDUE_FRACTION * expected if ratio is None else max(now_s, r.start_s + ratio * expected)
+            )
         ratios = {}
         for job in waiting:
             ratio = errors.sample(job.kind, random.Random(f"{seed}:{job.job_id}:{k}"))
@@ -112,8 +126,15 @@ class Started:
     speed: float
 
 
-def follow_plan(plan: Plan, cluster: Cluster, waiting: Sequence[Job], running: Sequence[RunningJob],
-                now_s: float, until_s: float, future: SampledFuture) -> list[Started]:
+def follow_plan(
+    plan: Plan,
+    cluster: Cluster,
+    waiting: Sequence[Job],
+    running: Sequence[RunningJob],
+    now_s: float,
+    until_s: float,
+    future: SampledFuture,
+) -> list[Started]:
     """The waiting jobs that start before ``until_s`` when ``plan`` is applied and jobs take ``future``'s times.
 
     Releases and pool slots follow :func:`~airflow_gpu_scheduler.core.levers.levers_for_plan`,
@@ -157,8 +178,13 @@ def follow_plan(plan: Plan, cluster: Cluster, waiting: Sequence[Job], running: S
             # allowed type with the most room for it (the streaming reservation counts).
             job = arrivals[next_arrival]
             next_arrival += 1
-            name = max(allowed_types(job, cluster), key=lambda g: (
-                counts[g.name] - used[batch_pool[g.name]] - used[streaming_pool[g.name]] - claimed[g.name], g.speed)).name
+            name = max(
+                allowed_types(job, cluster),
+                key=lambda g: (
+                    counts[g.name] - used[batch_pool[g.name]] - used[streaming_pool[g.name]] - claimed[g.name],
+                    g.speed,
+                ),
+            ).name
             due[job.job_id] = (job, name)
             claimed[name] += job.gpus
             weight[job.job_id] = plan_weight(-1)
@@ -175,16 +201,25 @@ def follow_plan(plan: Plan, cluster: Cluster, waiting: Sequence[Job], running: S
                 head[name] += 1
         if due:
             slots = _pool_slots(counts, reserve, used, due)
-            tasks = [WaitingTask(job.job_id, pool_name(gpu_type, job.is_streaming), job.gpus, weight[job.job_id],
-                                 job.submit_s, job.group or job.job_id)
-                     for job, gpu_type in due.values()]
+            tasks = [
+                WaitingTask(
+                    job.job_id,
+                    pool_name(gpu_type, job.is_streaming),
+                    job.gpus,
+                    weight[job.job_id],
+                    job.submit_s,
+                    job.group or job.job_id,
+                )
+                for job, gpu_type in due.values()
+            ]
             for job_id in airflow_dispatch(tasks, slots, used):
                 job, gpu_type = due.pop(job_id)
                 pool = pool_name(gpu_type, job.is_streaming)
                 used[pool] += job.gpus
                 claimed[gpu_type] -= job.gpus
-                runtime = runtime_s(job, job.planning_estimate_s * future.ratio.get(job_id, 1.0),
-                                    cluster.gpu_type(gpu_type))
+                runtime = runtime_s(
+                    job, job.planning_estimate_s * future.ratio.get(job_id, 1.0), cluster.gpu_type(gpu_type)
+                )
                 started.append(Started(job, gpu_type, t, runtime, speeds[gpu_type]))
                 seq += 1
                 heapq.heappush(ends, (t + runtime, seq, pool, job.gpus))
@@ -202,8 +237,9 @@ def follow_plan(plan: Plan, cluster: Cluster, waiting: Sequence[Job], running: S
     return started
 
 
-def _pool_slots(counts: Mapping[str, int], reserve: Mapping[str, int], used: Mapping[str, int],
-                due: Mapping[str, tuple[Job, str]]) -> dict[str, int]:
+def _pool_slots(
+    counts: Mapping[str, int], reserve: Mapping[str, int], used: Mapping[str, int], due: Mapping[str, tuple[Job, str]]
+) -> dict[str, int]:
     """Slots per pool as :func:`~airflow_gpu_scheduler.core.levers.levers_for_plan` sets them."""
     streaming_due = dict.fromkeys(counts, 0)
     for job, gpu_type in due.values():
@@ -212,7 +248,8 @@ def _pool_slots(counts: Mapping[str, int], reserve: Mapping[str, int], used: Map
     slots = {}
     for name, count in counts.items():
         slots[pool_name(name)], slots[pool_name(name, True)] = split_pools(
-            count, reserve.get(name, 0), used[pool_name(name)], used[pool_name(name, True)], streaming_due[name])
+            count, reserve.get(name, 0), used[pool_name(name)], used[pool_name(name, True)], streaming_due[name]
+        )
     return slots
 
 

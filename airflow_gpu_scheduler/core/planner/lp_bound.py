@@ -15,8 +15,9 @@ from airflow_gpu_scheduler.core.planner.grid import Capacity
 from airflow_gpu_scheduler.core.workload import Job
 
 
-def lp_relaxation(jobs: Sequence[Job], candidates: Mapping[int, list[Candidate]], capacity: Capacity,
-                  time_limit_s: float = 600.0) -> tuple[float | None, int]:
+def lp_relaxation(
+    jobs: Sequence[Job], candidates: Mapping[int, list[Candidate]], capacity: Capacity, time_limit_s: float = 600.0
+) -> tuple[float | None, int]:
     """The LP optimum (None if HiGHS proves none in time) and the number of columns."""
     import highspy
     import numpy as np

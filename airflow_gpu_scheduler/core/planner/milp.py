@@ -87,9 +87,7 @@ class MilpPlanner:
         greedy = greedy_plan(jobs, candidates, capacity)
         greedy_obj = sum(c.coefficient for c in greedy.values())
 
-        chosen, report = greedy, SolveReport(
-            "greedy", "solver disabled", greedy_obj, greedy_obj, None, None, 0.0
-        )
+        chosen, report = greedy, SolveReport("greedy", "solver disabled", greedy_obj, greedy_obj, None, None, 0.0)
         if cfg.use_solver:
             # HiGHS stops a little after its time limit (it still hands the solution back): leave it that margin.
             deadline = (wall0 + cfg.time_limit_s if deadline is None else deadline) - SOLVER_MARGIN_S
@@ -97,11 +95,20 @@ class MilpPlanner:
         report = replace(report, wall_s=time.perf_counter() - wall0)
         points = cycle.capacity.points
         greedy_report = SolveReport("greedy", "greedy", greedy_obj, greedy_obj, None, None, report.wall_s)
-        return CyclePlans(_to_plan(jobs, chosen, points, now_s, report, reserve),
-                          _to_plan(jobs, greedy, points, now_s, greedy_report, reserve))
+        return CyclePlans(
+            _to_plan(jobs, chosen, points, now_s, report, reserve),
+            _to_plan(jobs, greedy, points, now_s, greedy_report, reserve),
+        )
 
-    def prepare(self, cluster: Cluster, queued: Sequence[Job], running: Sequence[RunningJob], now_s: float,
-                reserve: Mapping[str, int], previous: Mapping[str, float]) -> Cycle:
+    def prepare(
+        self,
+        cluster: Cluster,
+        queued: Sequence[Job],
+        running: Sequence[RunningJob],
+        now_s: float,
+        reserve: Mapping[str, int],
+        previous: Mapping[str, float],
+    ) -> Cycle:
         """The grid, the capacity left by running jobs, and every candidate start of every queued job."""
         cfg = self.config
         running_spans = []
@@ -118,9 +125,15 @@ class MilpPlanner:
         jobs = sorted(queued, key=lambda j: (-j.priority, j.submit_s, j.job_id))
         return Cycle(jobs, build_candidates(cfg, cluster, jobs, capacity, now_s, horizon, previous), capacity)
 
-    def lp_bound(self, cluster: Cluster, queued: Sequence[Job], running: Sequence[RunningJob], now_s: float,
-                 streaming_reserve: Mapping[str, int] | None = None,
-                 time_limit_s: float = 600.0) -> tuple[float | None, int]:
+    def lp_bound(
+        self,
+        cluster: Cluster,
+        queued: Sequence[Job],
+        running: Sequence[RunningJob],
+        now_s: float,
+        streaming_reserve: Mapping[str, int] | None = None,
+        time_limit_s: float = 600.0,
+    ) -> tuple[float | None, int]:
         """The LP relaxation of this cycle's whole (undecomposed) model, and its number of variables."""
         if not queued:
             return 0.0, 0
@@ -129,8 +142,14 @@ class MilpPlanner:
         return lp_relaxation(cycle.jobs, cycle.candidates, cycle.capacity, time_limit_s)
 
 
-def _to_plan(jobs: Sequence[Job], chosen: Mapping[int, Candidate], points: list[float], now_s: float,
-             report: SolveReport, reserve: Mapping[str, int]) -> Plan:
+def _to_plan(
+    jobs: Sequence[Job],
+    chosen: Mapping[int, Candidate],
+    points: list[float],
+    now_s: float,
+    report: SolveReport,
+    reserve: Mapping[str, int],
+) -> Plan:
     placed = sorted(
         chosen.items(),
         # Plan order: earlier start first; at the same start, streaming, then more valuable first.

@@ -51,8 +51,9 @@ class SolveStats:
         return {"variables": self.variables, "constraints": self.constraints, "nonzeros": self.nonzeros}
 
 
-def build_model(jobs: Sequence[Job], candidates: Mapping[int, list[Candidate]], room: Capacity,
-                 index: list[tuple[int, int]]):
+def build_model(
+    jobs: Sequence[Job], candidates: Mapping[int, list[Candidate]], room: Capacity, index: list[tuple[int, int]]
+):
     """The Pyomo model of one (sub-)problem: a binary start per candidate, capacity per type and point.
 
     Rows are built as Pyomo ``LinearExpression`` objects from coefficient and variable lists:
@@ -86,8 +87,7 @@ def build_model(jobs: Sequence[Job], candidates: Mapping[int, list[Candidate]], 
     m.JOBS = pyo.Set(initialize=sorted(by_job))
     m.one_start_per_job = pyo.Constraint(m.JOBS, rule=lambda m, j: linear(by_job[j], [1] * len(by_job[j])) <= 1)
     # Only points where the candidates could exceed what is free need a row.
-    cap_keys = [key for key in sorted(covering)
-                if sum(gpus[j] for j, _ in covering[key]) > room.free[key[0]][key[1]]]
+    cap_keys = [key for key in sorted(covering) if sum(gpus[j] for j, _ in covering[key]) > room.free[key[0]][key[1]]]
     m.CAPACITY_POINTS = pyo.Set(initialize=cap_keys, dimen=2, ordered=True)
 
     def capacity_rule(m, gpu_type, i):
@@ -104,10 +104,8 @@ def build_model(jobs: Sequence[Job], candidates: Mapping[int, list[Candidate]], 
     m.capacity = pyo.Constraint(m.CAPACITY_POINTS, rule=capacity_rule)
     m.BATCH_POINTS = pyo.Set(initialize=sorted(covering), dimen=2, ordered=True)
     m.batch_capacity = pyo.Constraint(m.BATCH_POINTS, rule=batch_capacity_rule)
-    m.value = pyo.Objective(expr=linear(index, [candidates[j][n].coefficient for j, n in index]),
-                            sense=pyo.maximize)
+    m.value = pyo.Objective(expr=linear(index, [candidates[j][n].coefficient for j, n in index]), sense=pyo.maximize)
     return m, nnz, len(m.JOBS) + len(m.capacity) + len(m.batch_capacity)
-
 
 
 def solve_subproblem(
@@ -131,9 +129,13 @@ def solve_subproblem(
         if j not in free_set:
             room.take(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming)
     # Only starts that fit around the fixed jobs, and the incumbent's own (it always fits).
-    index = [(j, n) for j in free_jobs for n, c in enumerate(candidates[j])
-             if c is incumbent.get(j) or (c.point in stretch
-                                          and room.fits(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming))]
+    index = [
+        (j, n)
+        for j in free_jobs
+        for n, c in enumerate(candidates[j])
+        if c is incumbent.get(j)
+        or (c.point in stretch and room.fits(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming))
+    ]
     if not index:
         return None
     m, nnz, n_cons = build_model(jobs, candidates, room, index)
@@ -148,8 +150,11 @@ def solve_subproblem(
             before += warm.coefficient
     build_s = time.perf_counter() - t0
     stats.build_s += build_s
-    stats.variables, stats.constraints, stats.nonzeros = (max(stats.variables, len(index)),
-                                                          max(stats.constraints, n_cons), max(stats.nonzeros, nnz))
+    stats.variables, stats.constraints, stats.nonzeros = (
+        max(stats.variables, len(index)),
+        max(stats.constraints, n_cons),
+        max(stats.nonzeros, nnz),
+    )
 
     opt = Highs()
     opt.config.mip_gap = cfg.mip_rel_gap if len(free_jobs) == len(jobs) else cfg.window_mip_rel_gap
@@ -158,9 +163,17 @@ def solve_subproblem(
     opt.config.stream_solver = False
     opt.highs_options = {"mip_max_nodes": cfg.max_nodes}
     # The model is solved once: no need for Pyomo to re-scan it for changes after set_instance.
-    for flag in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
-                 "check_for_new_or_removed_params", "check_for_new_objective", "update_constraints",
-                 "update_vars", "update_params", "update_named_expressions", "update_objective"):
+    for flag in (
+        "check_for_new_or_removed_constraints",
+        "check_for_new_or_removed_vars",
+        "check_for_new_or_removed_params",
+        "check_for_new_objective",
+        "update_constraints",
+        "update_vars",
+        "update_params",
+        "update_named_expressions",
+        "update_objective",
+    ):
         setattr(opt.update_config, flag, False)
     if time_left_s - build_s < MIN_SOLVE_S:
         # Building the model used the budget: HiGHS is not started at all, so a cycle

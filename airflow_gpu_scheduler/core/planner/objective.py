@@ -49,8 +49,13 @@ def commitment(cfg: PlannerConfig, job: Job, previous: Mapping[str, float], now_
     small jobs over the drain the plan is running (measured in the benchmark's notes).
     """
     promised = previous.get(job.job_id)
-    if (promised is None or job.is_streaming or cfg.commit_bonus <= 0 or promised < now_s
-            or promised - now_s > cfg.commit_horizon_s):
+    if (
+        promised is None
+        or job.is_streaming
+        or cfg.commit_bonus <= 0
+        or promised < now_s
+        or promised - now_s > cfg.commit_horizon_s
+    ):
         return -math.inf
     # Half a step of slack: a running job due within half a step is assumed to end half a
     # step from now, so the start a promise named can move that much later.

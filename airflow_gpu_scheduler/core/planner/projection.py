@@ -23,8 +23,16 @@ RESERVED = "~reserved:"
 _NEVER_S = 1e12
 
 
-def projected_plan(rule, cluster: Cluster, queued: Sequence[Job], running: Sequence[RunningJob], now_s: float,
-                   until_s: float, reserve: Mapping[str, int], name: str) -> Plan:
+def projected_plan(
+    rule,
+    cluster: Cluster,
+    queued: Sequence[Job],
+    running: Sequence[RunningJob],
+    now_s: float,
+    until_s: float,
+    reserve: Mapping[str, int],
+    name: str,
+) -> Plan:
     """The plan ``rule`` (a policy: ``decide(ClusterState)``) would follow from now until ``until_s``.
 
     Running jobs are expected to end at their estimate (a job past it: half a minute from
@@ -42,8 +50,14 @@ def projected_plan(rule, cluster: Cluster, queued: Sequence[Job], running: Seque
     for gpu in cluster.gpu_types:
         held = min(gpu.count, max(0, reserve.get(gpu.name, 0) - streaming_running[gpu.name]))
         if held:
-            placeholder = Job(f"{RESERVED}{gpu.name}", now_s, JobKind.BATCH_INFERENCE, held, estimate_s=_NEVER_S,
-                              gpu_types=(gpu.name,))
+            placeholder = Job(
+                f"{RESERVED}{gpu.name}",
+                now_s,
+                JobKind.BATCH_INFERENCE,
+                held,
+                estimate_s=_NEVER_S,
+                gpu_types=(gpu.name,),
+            )
             now_running[placeholder.job_id] = RunningJob(placeholder, gpu.name, now_s)
     ends: list[tuple[float, str]] = []
     for r in running:
@@ -72,7 +86,9 @@ def projected_plan(rule, cluster: Cluster, queued: Sequence[Job], running: Seque
         while ends and ends[0][0] <= t + 1e-9:
             now_running.pop(heapq.heappop(ends)[1], None)
     starts.sort(key=lambda s: (s[0], not s[1].is_streaming, -job_value(s[1])))
-    planned = tuple(PlannedStart(job.job_id, gpu_type, start, end, rank, job.is_streaming)
-                    for rank, (start, job, gpu_type, end) in enumerate(starts))
+    planned = tuple(
+        PlannedStart(job.job_id, gpu_type, start, end, rank, job.is_streaming)
+        for rank, (start, job, gpu_type, end) in enumerate(starts)
+    )
     report = SolveReport(name, "projected", 0.0, 0.0, None, None, 0.0)
     return Plan(now_s, planned, tuple(waiting), report, dict(reserve))

@@ -99,13 +99,26 @@ class RolloutPlanner:
         best = max(near, key=lambda name: (round(scores[name].busy_gpu_s, 3), -PREFERENCE.index(name)))
         chosen = candidates[best]
         rollout_s = time.perf_counter() - t0
-        report = replace(milp.report, chosen=best, rollout_s=rollout_s, wall_s=milp.report.wall_s + rollout_s,
-                         candidates={name: s.goodput for name, s in scores.items()})
+        report = replace(
+            milp.report,
+            chosen=best,
+            rollout_s=rollout_s,
+            wall_s=milp.report.wall_s + rollout_s,
+            candidates={name: s.goodput for name, s in scores.items()},
+        )
         return Plan(now_s, chosen.starts, chosen.unplanned, report, chosen.streaming_reserve, chosen.rule)
 
-    def candidates(self, cluster: Cluster, queued: Sequence[Job], running: Sequence[RunningJob], now_s: float,
-                   milp: Plan, greedy: Plan, in_force: Plan | None,
-                   errors: EstimateErrors | None = None) -> dict[str, Plan]:
+    def candidates(
+        self,
+        cluster: Cluster,
+        queued: Sequence[Job],
+        running: Sequence[RunningJob],
+        now_s: float,
+        milp: Plan,
+        greedy: Plan,
+        in_force: Plan | None,
+        errors: EstimateErrors | None = None,
+    ) -> dict[str, Plan]:
         """The plans to compare, by name (duplicates of the MILP's plan left out)."""
         from airflow_gpu_scheduler.core.policies.backfill import EasyBackfillPolicy
 
@@ -117,8 +130,12 @@ class RolloutPlanner:
         if "backfill_live" in wanted or (in_force is not None and in_force.rule):
             # EASY backfill itself, re-deciding at every change, as the baseline does (no reservation).
             unreserved = dict.fromkeys(cluster.names, 0)
-            live = replace(projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until, unreserved,
-                                          "backfill_live"), rule="backfill")
+            live = replace(
+                projected_plan(
+                    EasyBackfillPolicy(), cluster, queued, running, now_s, until, unreserved, "backfill_live"
+                ),
+                rule="backfill",
+            )
         if in_force is not None and in_force.rule and "kept" in wanted:
             assert live is not None  # made above whenever a rule is in force
             out["kept"] = live  # the rule in force goes on deciding live
@@ -133,21 +150,24 @@ class RolloutPlanner:
             assert live is not None  # made above whenever it is wanted
             out["backfill_live"] = live
         if "backfill" in wanted:
-            out["backfill"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until, reserve,
-                                             "backfill")
+            out["backfill"] = projected_plan(
+                EasyBackfillPolicy(), cluster, queued, running, now_s, until, reserve, "backfill"
+            )
         if "greedy" in wanted:
             out["greedy"] = greedy
         if running and "backfill_cautious" in wanted:
             # A drain for a gang is a bet that what runs ends on time: EASY backfill with every running
             # job expected to end late (a high quantile of the errors seen) lets more work in first.
             late = [_expected_late(r, cluster, errors or EstimateErrors(), now_s) for r in running]
-            out["backfill_cautious"] = projected_plan(EasyBackfillPolicy(), cluster, queued, late, now_s, until,
-                                                      reserve, "backfill_cautious")
+            out["backfill_cautious"] = projected_plan(
+                EasyBackfillPolicy(), cluster, queued, late, now_s, until, reserve, "backfill_cautious"
+            )
         if any(reserve.values()) and "backfill_unreserved" in wanted:
             # The reservation is a bet on endpoints to come; the futures' arrivals say whether it pays.
             none = dict.fromkeys(reserve, 0)
-            out["backfill_unreserved"] = projected_plan(EasyBackfillPolicy(), cluster, queued, running, now_s, until,
-                                                        none, "backfill_unreserved")
+            out["backfill_unreserved"] = projected_plan(
+                EasyBackfillPolicy(), cluster, queued, running, now_s, until, none, "backfill_unreserved"
+            )
         # A candidate that acts like one preferred over it is left out.
         unique: dict[str, Plan] = {"milp": milp}
         for name in sorted(out, key=PREFERENCE.index):
@@ -155,23 +175,34 @@ class RolloutPlanner:
                 unique[name] = out[name]
         return unique
 
-    def evaluate(self, candidates: Mapping[str, Plan], cluster: Cluster, queued: Sequence[Job],
-                 running: Sequence[RunningJob], now_s: float, errors: EstimateErrors,
-                 demand: StreamingDemand | None = None) -> dict[str, Score]:
+    def evaluate(
+        self,
+        candidates: Mapping[str, Plan],
+        cluster: Cluster,
+        queued: Sequence[Job],
+        running: Sequence[RunningJob],
+        now_s: float,
+        errors: EstimateErrors,
+        demand: StreamingDemand | None = None,
+    ) -> dict[str, Score]:
         """Each candidate's mean score over the same sampled futures."""
         cfg = self.rollout
         until = now_s + cfg.lookahead_s
         checkpoints = [now_s + cfg.lookahead_s * (i + 1) / cfg.checkpoints for i in range(cfg.checkpoints)]
-        futures = sample_futures(cluster, queued, running, now_s, errors, cfg.samples, cfg.seed, demand,
-                                 cfg.lookahead_s)
+        futures = sample_futures(
+            cluster, queued, running, now_s, errors, cfg.samples, cfg.seed, demand, cfg.lookahead_s
+        )
         out = {}
         for name, plan in candidates.items():
             if plan.rule:
-                runs = [score(follow_rule(plan.rule, cluster, queued, running, now_s, until, f), checkpoints)
-                        for f in futures]
+                runs = [
+                    score(follow_rule(plan.rule, cluster, queued, running, now_s, until, f), checkpoints)
+                    for f in futures
+                ]
             else:
-                runs = [score(follow_plan(plan, cluster, queued, running, now_s, until, f), checkpoints)
-                        for f in futures]
+                runs = [
+                    score(follow_plan(plan, cluster, queued, running, now_s, until, f), checkpoints) for f in futures
+                ]
             out[name] = Score(statistics.fmean(s.goodput for s in runs), statistics.fmean(s.busy_gpu_s for s in runs))
         return out
 

@@ -49,10 +49,8 @@ def improve(
     stats = SolveStats()
     if total_vars == 0:
         return greedy, SolveReport("greedy", "nothing to optimize", greedy_obj, greedy_obj, greedy_obj, 0.0, 0.0)
-    if total_vars <= cfg.max_milp_vars:
-        whole = [(list(range(len(jobs))), range(len(capacity.points)))]
-    else:
-        whole = None
+    # One MILP over everything when it fits, else windows (``whole`` None).
+    whole = [(list(range(len(jobs))), range(len(capacity.points)))] if total_vars <= cfg.max_milp_vars else None
     status, bound = "not solved", None
     passes = 0
     while True:
@@ -65,8 +63,7 @@ def improve(
                 break
             if whole is None:
                 remaining = min(remaining, cfg.window_time_limit_s)
-            result = solve_subproblem(cfg, jobs, candidates, capacity, incumbent, free_jobs, stretch, remaining,
-                                  stats)
+            result = solve_subproblem(cfg, jobs, candidates, capacity, incumbent, free_jobs, stretch, remaining, stats)
             if result is None:
                 continue
             chosen, sub_status, sub_bound, gain = result
@@ -77,33 +74,75 @@ def improve(
                 incumbent = chosen
                 improved = True
         passes += 1
-        if (whole is not None or not improved or passes >= cfg.max_window_passes
-                or deadline - time.perf_counter() < MIN_SOLVE_S):
+        if (
+            whole is not None
+            or not improved
+            or passes >= cfg.max_window_passes
+            or deadline - time.perf_counter() < MIN_SOLVE_S
+        ):
             break
     objective = sum(c.coefficient for c in incumbent.values())
     if stats.subproblems == 0:
         msg = stats.message or f"time limit {cfg.time_limit_s:g} s used up before the MILP; greedy plan used"
-        return greedy, SolveReport("greedy", stats.last_status or "time_limit", greedy_obj, greedy_obj, None,
-                                   None, 0.0, stats.build_s, stats.solve_s, handoff_s=stats.handoff_s,
-                                   message=msg, **stats.size())
+        return greedy, SolveReport(
+            "greedy",
+            stats.last_status or "time_limit",
+            greedy_obj,
+            greedy_obj,
+            None,
+            None,
+            0.0,
+            stats.build_s,
+            stats.solve_s,
+            handoff_s=stats.handoff_s,
+            message=msg,
+            **stats.size(),
+        )
     if objective < greedy_obj - 1e-6:  # cannot happen (every step is accepted only if better); kept as a guard
         incumbent, objective = greedy, greedy_obj
     if status == "not solved":
         # HiGHS ran but no (sub-)MILP came back with a plan at least as good as its warm start.
-        return greedy, SolveReport("greedy", stats.last_status or status, greedy_obj, greedy_obj, bound,
-                                   gap(greedy_obj, bound), 0.0, stats.build_s, stats.solve_s,
-                                   handoff_s=stats.handoff_s, subproblems=stats.subproblems,
-                                   message=stats.message or "MILP found nothing better; greedy plan kept",
-                                   **stats.size())
+        return greedy, SolveReport(
+            "greedy",
+            stats.last_status or status,
+            greedy_obj,
+            greedy_obj,
+            bound,
+            gap(greedy_obj, bound),
+            0.0,
+            stats.build_s,
+            stats.solve_s,
+            handoff_s=stats.handoff_s,
+            subproblems=stats.subproblems,
+            message=stats.message or "MILP found nothing better; greedy plan kept",
+            **stats.size(),
+        )
     method = "milp" if whole is not None else "milp-windows"
     message = stats.message if whole is not None else f"{stats.subproblems} windows in {passes} pass(es)"
-    return incumbent, SolveReport(method, status, objective, greedy_obj, bound, gap(objective, bound), 0.0,
-                                  stats.build_s, stats.solve_s, handoff_s=stats.handoff_s,
-                                  subproblems=stats.subproblems, message=message, **stats.size())
+    return incumbent, SolveReport(
+        method,
+        status,
+        objective,
+        greedy_obj,
+        bound,
+        gap(objective, bound),
+        0.0,
+        stats.build_s,
+        stats.solve_s,
+        handoff_s=stats.handoff_s,
+        subproblems=stats.subproblems,
+        message=message,
+        **stats.size(),
+    )
 
 
-def windows(cfg: PlannerConfig, jobs: Sequence[Job], incumbent: Mapping[int, Candidate],
-             candidates: Mapping[int, list[Candidate]], n_points: int) -> list[tuple[list[int], range]]:
+def windows(
+    cfg: PlannerConfig,
+    jobs: Sequence[Job],
+    incumbent: Mapping[int, Candidate],
+    candidates: Mapping[int, list[Candidate]],
+    n_points: int,
+) -> list[tuple[list[int], range]]:
     """Overlapping windows of the incumbent plan, each small enough for one sub-MILP.
 
     A window is a run of jobs in the incumbent's start order and the stretch of grid
@@ -129,7 +168,7 @@ def windows(cfg: PlannerConfig, jobs: Sequence[Job], incumbent: Mapping[int, Can
             j = order[stop]
             new_hi = min(n_points - 1, (incumbent[j].point if j in incumbent else n_points) + WINDOW_SLACK_POINTS)
             new_hi = max(hi, new_hi)
-            if stop > first and size(order[first:stop + 1], lo, new_hi) > limit:
+            if stop > first and size(order[first : stop + 1], lo, new_hi) > limit:
                 break
             hi, stop = new_hi, stop + 1
         windows.append((order[first:stop], range(lo, hi + 1)))

@@ -57,8 +57,9 @@ class EasyBackfillPolicy:
         return Decision(Levers(default_levers(cluster), assignments))
 
     @staticmethod
-    def _reserve(job: Job, state: ClusterState, free: dict[str, int],
-                 releases: dict[str, list[tuple[float, int]]]) -> tuple[str, float, int] | None:
+    def _reserve(
+        job: Job, state: ClusterState, free: dict[str, int], releases: dict[str, list[tuple[float, int]]]
+    ) -> tuple[str, float, int] | None:
         """Earliest (by expected completion) start of ``job`` on any allowed type."""
         best = None
         for gpu_type in allowed_types(job, state.cluster):
@@ -77,8 +78,9 @@ class EasyBackfillPolicy:
         return None if best is None else best[1:]
 
     @staticmethod
-    def _backfill_type(job: Job, state: ClusterState, free: dict[str, int],
-                       reservation: tuple[str, float, int]) -> str | None:
+    def _backfill_type(
+        job: Job, state: ClusterState, free: dict[str, int], reservation: tuple[str, float, int]
+    ) -> str | None:
         reserved_type, shadow, spare = reservation
         options = sorted(allowed_types(job, state.cluster), key=lambda t: -t.speed)
         for gpu_type in options:

@@ -55,8 +55,11 @@ class ClusterState:
         """The endpoints that started over the last ``memory_s`` (completed ones with their actual
         runtime), from which the rollout draws endpoints to come."""
         since = self.now_s - memory_s
-        seen = [replace(c.job, estimate_s=c.end_s - c.start_s) for c in self.completed
-                if c.job.is_streaming and c.start_s >= since and c.end_s > c.start_s]
+        seen = [
+            replace(c.job, estimate_s=c.end_s - c.start_s)
+            for c in self.completed
+            if c.job.is_streaming and c.start_s >= since and c.end_s > c.start_s
+        ]
         seen += [r.job for r in self.running if r.job.is_streaming and r.start_s >= since]
         return StreamingDemand(tuple(seen), min(memory_s, max(self.now_s, 3600.0)))
 

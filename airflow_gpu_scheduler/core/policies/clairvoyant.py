@@ -21,16 +21,20 @@ from airflow_gpu_scheduler.core.policies.milp import SIMULATION_CONFIG, MilpPoli
 from airflow_gpu_scheduler.core.workload import Job, RunningJob
 
 #: Twice the online planner's work limit (nodes) and time guards: it is run once per benchmark, offline.
-CLAIRVOYANT_CONFIG = replace(SIMULATION_CONFIG, time_limit_s=2 * SIMULATION_CONFIG.time_limit_s,
-                             window_time_limit_s=2 * SIMULATION_CONFIG.window_time_limit_s,
-                             max_nodes=2 * SIMULATION_CONFIG.max_nodes)
+CLAIRVOYANT_CONFIG = replace(
+    SIMULATION_CONFIG,
+    time_limit_s=2 * SIMULATION_CONFIG.time_limit_s,
+    window_time_limit_s=2 * SIMULATION_CONFIG.window_time_limit_s,
+    max_nodes=2 * SIMULATION_CONFIG.max_nodes,
+)
 
 
 class ClairvoyantPolicy(MilpPolicy):
     name = "clairvoyant"
 
-    def __init__(self, jobs: tuple[Job, ...], foresight_s: float = 6 * 3600.0,
-                 config: PlannerConfig = CLAIRVOYANT_CONFIG) -> None:
+    def __init__(
+        self, jobs: tuple[Job, ...], foresight_s: float = 6 * 3600.0, config: PlannerConfig = CLAIRVOYANT_CONFIG
+    ) -> None:
         # Durations are exact, so the rollout's sampled futures would all be the same one the plan knows.
         super().__init__(config, rollout=RolloutConfig(enabled=False))
         self.foresight_s = foresight_s

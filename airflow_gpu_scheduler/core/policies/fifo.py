@@ -8,7 +8,13 @@ everything from the first job that does not fit onwards stays held.
 from __future__ import annotations
 
 from airflow_gpu_scheduler.core.levers import INTAKE_POOL, Assignment, Levers, default_levers, plan_weight, pool_name
-from airflow_gpu_scheduler.core.policies.base import ClusterState, Decision, arrival_order, fastest_fitting_type, free_gpus
+from airflow_gpu_scheduler.core.policies.base import (
+    ClusterState,
+    Decision,
+    arrival_order,
+    fastest_fitting_type,
+    free_gpus,
+)
 
 
 class FifoPolicy:

@@ -18,7 +18,6 @@ from airflow_gpu_scheduler.core.policies.base import ClusterState, Decision
 from airflow_gpu_scheduler.core.replan import ReplanRule
 from airflow_gpu_scheduler.core.streaming import streaming_reserve
 
-
 #: The planner's budget in simulation: work limits (branch-and-bound nodes, window passes) decide
 #: when a cycle stops, and the time limits are only a far guard, so a benchmark gives the same
 #: schedule on a busy machine as on an idle one (a cycle that ends by its work limits on an idle
@@ -31,21 +30,39 @@ class MilpPolicy:
     #: Asked at every event: applying the plan in force must not wait for the next solve.
     cadence_s: float | None = None
 
-    def __init__(self, config: PlannerConfig | None = None, solve_every_s: float = 60.0,
-                 min_interval_s: float = 300.0, release_ahead_s: float = 0.0, release_next: bool = True,
-                 rollout: RolloutConfig | None = None) -> None:
+    def __init__(
+        self,
+        config: PlannerConfig | None = None,
+        solve_every_s: float = 60.0,
+        min_interval_s: float = 300.0,
+        release_ahead_s: float = 0.0,
+        release_next: bool = True,
+        rollout: RolloutConfig | None = None,
+    ) -> None:
         self.planner = RolloutPlanner(config or SIMULATION_CONFIG, rollout)
-        self.rule = ReplanRule(early_s=solve_every_s, min_interval_s=min_interval_s, release_ahead_s=release_ahead_s,
-                               release_next=release_next, min_gap_s=solve_every_s)
+        self.rule = ReplanRule(
+            early_s=solve_every_s,
+            min_interval_s=min_interval_s,
+            release_ahead_s=release_ahead_s,
+            release_next=release_next,
+            min_gap_s=solve_every_s,
+        )
 
     def decide(self, state: ClusterState) -> Decision:
         new_plan = None
         if self.rule.decide(state.cluster, state.waiting, state.running, state.now_s).solve:
             reserve = streaming_reserve(state.cluster, state.streaming_history, state.now_s)
-            new_plan = self.planner.plan(state.cluster, state.waiting, state.running, state.now_s, reserve,
-                                         self.rule.previous_starts(), errors=state.estimate_errors(),
-                                         in_force=self.rule.plan, demand=state.streaming_demand())
+            new_plan = self.planner.plan(
+                state.cluster,
+                state.waiting,
+                state.running,
+                state.now_s,
+                reserve,
+                self.rule.previous_starts(),
+                errors=state.estimate_errors(),
+                in_force=self.rule.plan,
+                demand=state.streaming_demand(),
+            )
             self.rule.solved(new_plan, state.waiting, state.running, state.now_s)
         levers = self.rule.levers(state.cluster, state.waiting, state.running, state.now_s)
-        return Decision(levers, wake_at_s=self.rule.wake_at_s(state.waiting, state.running, state.now_s),
-                        plan=new_plan)
+        return Decision(levers, wake_at_s=self.rule.wake_at_s(state.waiting, state.running, state.now_s), plan=new_plan)

@@ -28,12 +28,24 @@ TRAIN_ESTIMATE = TRAIN_S + 1.5
 SLEEP = "sleep {{ dag_run.conf.get('sleep', %s) }}"
 
 with DAG("fifo_quant", schedule=None, start_date=START, catchup=False, max_active_runs=64):
-    BashOperator(task_id="quantize", bash_command=SLEEP % QUANT_S, pool="fifo_h100", pool_slots=1,
-                 priority_weight=1, weight_rule="absolute")
+    BashOperator(
+        task_id="quantize",
+        bash_command=SLEEP % QUANT_S,
+        pool="fifo_h100",
+        pool_slots=1,
+        priority_weight=1,
+        weight_rule="absolute",
+    )
 
 with DAG("fifo_train", schedule=None, start_date=START, catchup=False):
-    BashOperator(task_id="train", bash_command=f"sleep {TRAIN_S}", pool="fifo_h100", pool_slots=4,
-                 priority_weight=10, weight_rule="absolute")
+    BashOperator(
+        task_id="train",
+        bash_command=f"sleep {TRAIN_S}",
+        pool="fifo_h100",
+        pool_slots=4,
+        priority_weight=10,
+        weight_rule="absolute",
+    )
 
 with DAG("plan_quant", schedule=None, start_date=START, catchup=False, max_active_runs=64):
 
@@ -44,8 +56,11 @@ with DAG("plan_quant", schedule=None, start_date=START, catchup=False, max_activ
     quantize()
 
 with DAG("plan_train", schedule=None, start_date=START, catchup=False):
-    BashOperator(task_id="train", bash_command=f"sleep {TRAIN_S}",
-                 **gpu_task("training", gpus=4, gpu_types=["h100"], estimate=TRAIN_ESTIMATE, priority=10.0))
+    BashOperator(
+        task_id="train",
+        bash_command=f"sleep {TRAIN_S}",
+        **gpu_task("training", gpus=4, gpu_types=["h100"], estimate=TRAIN_ESTIMATE, priority=10.0),
+    )
 
 # A task in a non-GPU pool, to prove the operator never touches it.
 with DAG("cpu_only", schedule=None, start_date=START, catchup=False):

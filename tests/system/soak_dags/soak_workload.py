@@ -34,6 +34,13 @@ def work(**context) -> float:
 
 
 for kind, (dag_id, declaration, seconds) in KINDS.items():
-    with DAG(dag_id, schedule=None, start_date=START, catchup=False, max_active_runs=64,
-             default_args={"retries": 0}, tags=["gpu-scheduler", "soak"]):
+    with DAG(
+        dag_id,
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        max_active_runs=64,
+        default_args={"retries": 0},
+        tags=["gpu-scheduler", "soak"],
+    ):
         task(work, task_id="work", **gpu_task(kind, estimate=seconds + STARTUP_S, **declaration))()

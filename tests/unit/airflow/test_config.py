@@ -1,4 +1,5 @@
-"""The ``[gpu_scheduler]`` settings: declared in the provider info, read with Airflow's conf, overridden by operators."""
+"""The ``[gpu_scheduler]`` settings: declared in the provider info, read with Airflow's conf, overridden by
+operators."""
 
 from __future__ import annotations
 
@@ -13,9 +14,19 @@ from airflow_gpu_scheduler.operators.schedule import GpuScheduleOperator, config
 
 def test_every_option_is_declared_with_its_default():
     options = get_provider_info()["config"]["gpu_scheduler"]["options"]
-    assert set(options) == {o.name for o in config.OPTIONS} >= {
-        "metadata_conn_id", "cluster_variable", "planning_budget_s", "cycle_interval_s", "fail_open_after_s",
-        "history_rows", "plan_retention_days"}
+    assert (
+        set(options)
+        == {o.name for o in config.OPTIONS}
+        >= {
+            "metadata_conn_id",
+            "cluster_variable",
+            "planning_budget_s",
+            "cycle_interval_s",
+            "fail_open_after_s",
+            "history_rows",
+            "plan_retention_days",
+        }
+    )
     for option in config.OPTIONS:
         assert options[option.name]["default"] == option.default
         assert str(config.get(option.name)) == str(type(config.get(option.name))(option.default))
@@ -36,9 +47,11 @@ def test_environment_variables_set_the_options(monkeypatch):
 @pytest.mark.parametrize(("value", "why"), [("soon", "is not a number"), ("-1", "must be > 0"), ("nan", "must be > 0")])
 def test_a_bad_value_names_the_option_and_its_variable(monkeypatch, value, why):
     monkeypatch.setenv("AIRFLOW__GPU_SCHEDULER__FAIL_OPEN_AFTER_S", value)
-    with pytest.raises(config.GpuSchedulerConfigError,
-                       match=rf"\[gpu_scheduler\] fail_open_after_s = '{value}' "
-                             rf"\(AIRFLOW__GPU_SCHEDULER__FAIL_OPEN_AFTER_S\) {why}"):
+    with pytest.raises(
+        config.GpuSchedulerConfigError,
+        match=rf"\[gpu_scheduler\] fail_open_after_s = '{value}' "
+        rf"\(AIRFLOW__GPU_SCHEDULER__FAIL_OPEN_AFTER_S\) {why}",
+    ):
         config.get_float("fail_open_after_s")
 
 

@@ -15,13 +15,25 @@ from airflow_gpu_scheduler.declare import declarations_from_serialized_dag, gpu_
 
 
 def test_gpu_task_holds_the_task_in_the_intake_pool_with_one_slot_per_gpu():
-    kwargs = gpu_task("training", gpus=8, gpu_types=["h100"], estimate=timedelta(hours=2), priority=5,
-                      deadline=timedelta(hours=6), executor_config={"pod_override": None})
+    kwargs = gpu_task(
+        "training",
+        gpus=8,
+        gpu_types=["h100"],
+        estimate=timedelta(hours=2),
+        priority=5,
+        deadline=timedelta(hours=6),
+        executor_config={"pod_override": None},
+    )
     assert kwargs["pool"] == "gpu_intake" and kwargs["pool_slots"] == 8
     assert kwargs["executor_config"]["pod_override"] is None
     assert kwargs["executor_config"]["gpu_scheduler"] == {
-        "version": 1, "kind": "training", "gpus": 8, "gpu_types": ["h100"], "priority": 5.0,
-        "estimate_s": 7200.0, "deadline_s": 21600.0,
+        "version": 1,
+        "kind": "training",
+        "gpus": 8,
+        "gpu_types": ["h100"],
+        "priority": 5.0,
+        "estimate_s": 7200.0,
+        "deadline_s": 21600.0,
     }
 
 
@@ -45,8 +57,12 @@ def test_bad_declarations_name_the_field(kwargs, field, words):
 
 @pytest.mark.parametrize(
     ("raw", "field"),
-    [("not an object", "gpu_scheduler"), ({"kind": "training", "gpu": 2}, "gpu"), ({"gpus": 1}, "kind"),
-     ({"kind": "training", "gpu_types": [""]}, "gpu_types")],
+    [
+        ("not an object", "gpu_scheduler"),
+        ({"kind": "training", "gpu": 2}, "gpu"),
+        ({"gpus": 1}, "kind"),
+        ({"kind": "training", "gpu_types": [""]}, "gpu_types"),
+    ],
 )
 def test_malformed_stored_declarations_are_rejected_with_the_field(raw, field):
     with pytest.raises(WorkloadError) as raised:

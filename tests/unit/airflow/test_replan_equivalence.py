@@ -23,12 +23,23 @@ CONFIG = PlannerConfig(step_s=10.0, horizon_s=3600.0, time_limit_s=5.0)
 
 def workload() -> list[Job]:
     """A stream of 1-GPU jobs whose actual durations miss their estimates, a gang, an endpoint."""
-    jobs = [Job(f"q{i:02d}", 7.0 * i, "quantization", 1, duration_s=40.0 + 13 * (i % 5), estimate_s=60.0,
-                priority=1.0, group="q") for i in range(16)]
-    jobs.append(Job("gang", 30.0, "training", 4, duration_s=90.0, estimate_s=100.0, priority=10.0,
-                    gpu_types=("h100",)))
-    jobs.append(Job("rt", 75.0, "realtime_inference", 1, duration_s=60.0, estimate_s=60.0, priority=5.0,
-                    max_wait_s=20.0))
+    jobs = [
+        Job(
+            f"q{i:02d}",
+            7.0 * i,
+            "quantization",
+            1,
+            duration_s=40.0 + 13 * (i % 5),
+            estimate_s=60.0,
+            priority=1.0,
+            group="q",
+        )
+        for i in range(16)
+    ]
+    jobs.append(Job("gang", 30.0, "training", 4, duration_s=90.0, estimate_s=100.0, priority=10.0, gpu_types=("h100",)))
+    jobs.append(
+        Job("rt", 75.0, "realtime_inference", 1, duration_s=60.0, estimate_s=60.0, priority=5.0, max_wait_s=20.0)
+    )
     return jobs
 
 
@@ -56,17 +67,23 @@ def test_the_same_events_give_the_same_solves_and_releases_in_the_simulator_and_
     solves = keeps = ahead = 0
     for state, decision in recorder.calls:
         reserve = streaming_reserve(state.cluster, state.streaming_history, state.now_s)
-        work = GpuWorkload(list(state.waiting), list(state.running), {}, {}, dict(reserve),
-                           completed=list(state.completed))
+        work = GpuWorkload(
+            list(state.waiting), list(state.running), {}, {}, dict(reserve), completed=list(state.completed)
+        )
         _, levers, step = loop.step(state.cluster, work, state.now_s)
         assert step.solve == (decision.plan is not None), f"solve decisions differ at t={state.now_s}"
         assert released(levers) == released(decision.levers), f"releases differ at t={state.now_s}"
         assert dict(levers.pool_slots) == dict(decision.levers.pool_slots), f"pool slots differ at t={state.now_s}"
         solves += step.solve
         keeps += not step.solve
-        ahead += any(a.pool != "gpu_intake" and s.start_s > state.now_s
-                     for s in loop.rule.plan.starts if (a := levers.assignments.get(s.job_id)))
+        ahead += any(
+            a.pool != "gpu_intake" and s.start_s > state.now_s
+            for s in loop.rule.plan.starts
+            if (a := levers.assignments.get(s.job_id))
+        )
     # The sequence exercises both answers and the release behind the pool gate.
     assert solves >= 3 and keeps >= 3 and ahead >= 1, (solves, keeps, ahead)
-    print(f"replan equivalence: {len(recorder.calls)} decisions, {solves} solves, {keeps} kept the plan, "
-          f"{ahead} released the next job ahead; simulator and operator agreed on all")
+    print(
+        f"replan equivalence: {len(recorder.calls)} decisions, {solves} solves, {keeps} kept the plan, "
+        f"{ahead} released the next job ahead; simulator and operator agreed on all"
+    )

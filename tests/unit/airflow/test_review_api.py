@@ -6,18 +6,38 @@ from airflow_gpu_scheduler.plugins.review_api import HIDDEN, _job_view, _lanes, 
 
 
 def row(**over):
-    base = {"id": 7, "job_id": "etl/run 1/train/3", "dag_id": "etl", "run_id": "run 1", "task_id": "train",
-            "map_index": 3, "decision": "held", "kind": "training", "gpus": 4, "priority": 9.0, "estimate_s": 600.0,
-            "estimate_source": "declared", "gpu_type": "h100", "pool": "gpu_intake", "weight": 0, "rank": 1,
-            "planned_start_s": 100.0, "planned_end_s": 700.0, "deadline_s": 650.0, "reason": "all 4 h100 GPUs are busy",
-            "reason_code": "busy"}
+    base = {
+        "id": 7,
+        "job_id": "etl/run 1/train/3",
+        "dag_id": "etl",
+        "run_id": "run 1",
+        "task_id": "train",
+        "map_index": 3,
+        "decision": "held",
+        "kind": "training",
+        "gpus": 4,
+        "priority": 9.0,
+        "estimate_s": 600.0,
+        "estimate_source": "declared",
+        "gpu_type": "h100",
+        "pool": "gpu_intake",
+        "weight": 0,
+        "rank": 1,
+        "planned_start_s": 100.0,
+        "planned_end_s": 700.0,
+        "deadline_s": 650.0,
+        "reason": "all 4 h100 GPUs are busy",
+        "reason_code": "busy",
+    }
     return {**base, **over}
 
 
 def test_links_point_at_the_task_instance_page_of_the_airflow_ui():
     assert ti_url("", "etl", "run 1", "train", -1) == "/dags/etl/runs/run%201/tasks/train"
-    assert ti_url("/airflow", "etl", "manual__2025-01-01T00:00:00+00:00", "t", 2) == \
-        "/airflow/dags/etl/runs/manual__2025-01-01T00%3A00%3A00%2B00%3A00/tasks/t/mapped/2"
+    assert (
+        ti_url("/airflow", "etl", "manual__2025-01-01T00:00:00+00:00", "t", 2)
+        == "/airflow/dags/etl/runs/manual__2025-01-01T00%3A00%3A00%2B00%3A00/tasks/t/mapped/2"
+    )
 
 
 def test_job_view_lane_deadline_and_link():
@@ -40,7 +60,10 @@ def test_lanes_per_gpu_type_and_streaming_reservation():
     cluster = {"gpu_types": {"h100": {"count": 8, "speed": 1.0}, "l4": {"count": 4, "speed": 0.4}}}
     lanes = _lanes(cluster, {"h100": 2}, [])
     assert [(lane["id"], lane["gpus"], lane["count"]) for lane in lanes] == [
-        ("h100", 6, 8), ("h100:streaming", 2, 8), ("l4", 4, 4)]
+        ("h100", 6, 8),
+        ("h100:streaming", 2, 8),
+        ("l4", 4, 4),
+    ]
     streaming_job = _job_view(row(gpu_type="l4", kind="realtime_inference"), "", None)
     assert [lane["id"] for lane in _lanes(cluster, {}, [streaming_job])] == ["h100", "l4", "l4:streaming"]
 

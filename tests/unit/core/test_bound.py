@@ -21,7 +21,7 @@ def exact_optimum(cluster, jobs, horizon, unit):
     for starts in itertools.product([None, *range(steps)], repeat=len(jobs)):
         usage = [0] * steps
         value, ok = 0.0, True
-        for job, s in zip(jobs, starts):
+        for job, s in zip(jobs, starts, strict=True):
             if s is None or s * unit < job.submit_s:
                 if s is not None:
                     ok = False
@@ -44,9 +44,17 @@ def test_bound_is_above_the_exact_optimum_and_reasonably_tight(seed):
 
     rng = random.Random(seed)
     cluster = Cluster.from_dict({"gpu_types": {"g": {"count": 4, "speed": 1.0}}})
-    jobs = [Job(f"j{i}", rng.choice([0, 600, 1200]), "batch_inference", rng.choice([1, 2, 3, 4]),
-                duration_s=rng.choice([600, 1200, 1800, 2400]), priority=rng.choice([1, 2, 5]))
-            for i in range(5)]
+    jobs = [
+        Job(
+            f"j{i}",
+            rng.choice([0, 600, 1200]),
+            "batch_inference",
+            rng.choice([1, 2, 3, 4]),
+            duration_s=rng.choice([600, 1200, 1800, 2400]),
+            priority=rng.choice([1, 2, 5]),
+        )
+        for i in range(5)
+    ]
     horizon = 3600.0
     optimum = exact_optimum(cluster, jobs, horizon, 600)
     bound = upper_bound(cluster, jobs, horizon, slot_s=600).value

@@ -41,9 +41,16 @@ def test_core_and_cli_import_without_airflow():
 
 def test_the_cycle_glue_imports_neither_airflow_nor_the_layers_above_it():
     modules = [m.name for m in pkgutil.walk_packages(cycle.__path__, "airflow_gpu_scheduler.cycle.")]
-    modules += ["airflow_gpu_scheduler.db.records", "airflow_gpu_scheduler.db.models",
-                "airflow_gpu_scheduler.authoring"]
+    modules += [
+        "airflow_gpu_scheduler.db.records",
+        "airflow_gpu_scheduler.db.models",
+        "airflow_gpu_scheduler.authoring",
+    ]
     assert imported_by(modules) == []
-    assert {"airflow_gpu_scheduler.cycle.snapshot", "airflow_gpu_scheduler.cycle.records",
-            "airflow_gpu_scheduler.cycle.fail_open", "airflow_gpu_scheduler.cycle.workload",
-            "airflow_gpu_scheduler.cycle.notes"} <= set(modules)
+    assert {
+        "airflow_gpu_scheduler.cycle.snapshot",
+        "airflow_gpu_scheduler.cycle.records",
+        "airflow_gpu_scheduler.cycle.fail_open",
+        "airflow_gpu_scheduler.cycle.workload",
+        "airflow_gpu_scheduler.cycle.notes",
+    } <= set(modules)

@@ -27,13 +27,16 @@ def test_recorded_runs_are_scored_like_the_benchmark(forecast):
 
 def test_what_happens_after_the_window_earns_nothing():
     records = [report.Record(a.name, a.at_s, a.at_s, a.at_s + a.seconds) for a in workload.ARRIVALS]
-    late = [r if r.name != "finetune" else report.Record(r.name, r.submit_s, workload.WINDOW_S - 10, workload.WINDOW_S + 40)
-            for r in records]
+    late = [
+        r if r.name != "finetune" else report.Record(r.name, r.submit_s, workload.WINDOW_S - 10, workload.WINDOW_S + 40)
+        for r in records
+    ]
     on_time, cut = report.score("a", records), report.score("b", late)
     gang = next(a for a in workload.ARRIVALS if a.name == "finetune")
     spec = workload.KINDS[gang.kind]
     assert on_time.metrics.weighted_output - cut.metrics.weighted_output == pytest.approx(
-        spec.priority * spec.gpus * gang.seconds)
+        spec.priority * spec.gpus * gang.seconds
+    )
     assert cut.outcome("finetune").end_s is None and cut.wait_s("finetune") == pytest.approx(workload.WINDOW_S - 10 - 8)
 
 
@@ -47,12 +50,17 @@ def test_every_line_that_favours_airflow_alone_gets_a_reason(forecast):
     sim_airflow, sim_milp = forecast
     # A measured planned run in which the gang and the endpoint start much later than forecast.
     delay = {"finetune": 100.0, "endpoint": 30.0}
-    slow = [report.Record(r.name, r.submit_s, r.start_s + delay[r.name], r.end_s + delay[r.name])
-            if r.name in delay else r for r in as_records(sim_milp)]
+    slow = [
+        report.Record(r.name, r.submit_s, r.start_s + delay[r.name], r.end_s + delay[r.name]) if r.name in delay else r
+        for r in as_records(sim_milp)
+    ]
     planned = report.score("planned", slow)
-    trace = report.PlanTrace(created_s=(10.0, 15.0, 21.0), streaming_slots=((10.0, 0), (80.0, 1)),
-                             reasons={"endpoint": ((80.0, "all 6 h100 GPUs are busy until 12:00:00 UTC"),)},
-                             released_s={"endpoint": 100.0})
+    trace = report.PlanTrace(
+        created_s=(10.0, 15.0, 21.0),
+        streaming_slots=((10.0, 0), (80.0, 1)),
+        reasons={"endpoint": ((80.0, "all 6 h100 GPUs are busy until 12:00:00 UTC"),)},
+        released_s={"endpoint": 100.0},
+    )
     rows = report.lines(sim_airflow, planned, sim_airflow, sim_milp)
     reasons = report.why_alone_is_ahead(sim_airflow, planned, trace, rows)
     favoured = [row.label.split()[0] for row in rows if row.favours_alone]

@@ -8,7 +8,11 @@ def task(job_id, pool="gpu_h100", slots=1, weight=1, arrival=0.0, key=None):
 
 
 def test_order_is_weight_then_arrival():
-    waiting = [task("late", weight=5, arrival=10), task("early", weight=5, arrival=1), task("top", weight=9, arrival=99)]
+    waiting = [
+        task("late", weight=5, arrival=10),
+        task("early", weight=5, arrival=1),
+        task("top", weight=9, arrival=99),
+    ]
     assert airflow_dispatch(waiting, {"gpu_h100": 2}, {}) == ["top", "early"]
 
 
@@ -19,8 +23,11 @@ def test_a_gang_that_does_not_fit_is_skipped_and_smaller_later_jobs_start():
 
 
 def test_starved_task_skips_its_other_instances_in_the_same_loop():
-    waiting = [task("x1", slots=3, weight=9, key="dag.t"), task("x2", slots=1, weight=8, key="dag.t"),
-               task("y", slots=1, weight=1, key="dag.u")]
+    waiting = [
+        task("x1", slots=3, weight=9, key="dag.t"),
+        task("x2", slots=1, weight=8, key="dag.t"),
+        task("y", slots=1, weight=1, key="dag.u"),
+    ]
     assert airflow_dispatch(waiting, {"gpu_h100": 2}, {}) == ["y"]
 
 
@@ -46,8 +53,10 @@ def test_levers_hold_jobs_not_yet_due_and_release_ahead_by_choice():
     from airflow_gpu_scheduler.core.workload import Cluster, Job
 
     cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4, "speed": 1.0}}})
-    jobs = [Job("now", 0, "training", 4, estimate_s=600, priority=9),
-            Job("next", 0, "quantization", 4, estimate_s=600, priority=1)]
+    jobs = [
+        Job("now", 0, "training", 4, estimate_s=600, priority=9),
+        Job("next", 0, "quantization", 4, estimate_s=600, priority=1),
+    ]
     plan = MilpPlanner().plan(cluster, jobs, [], 0.0)
     held = levers_for_plan(plan, cluster, jobs, [], 0.0, release_next=False)
     assert held.assignments["now"].pool == "gpu_h100" and held.assignments["next"].pool == INTAKE_POOL
@@ -62,12 +71,15 @@ def test_released_jobs_go_to_their_gpu_types_queue_and_held_jobs_keep_theirs():
     from airflow_gpu_scheduler.core.planner import MilpPlanner
     from airflow_gpu_scheduler.core.workload import Cluster, Job
 
-    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 2, "speed": 1.0, "queue": "h100-nodes"},
-                                               "a100": {"count": 2, "speed": 1.0}}})
+    cluster = Cluster.from_dict(
+        {"gpu_types": {"h100": {"count": 2, "speed": 1.0, "queue": "h100-nodes"}, "a100": {"count": 2, "speed": 1.0}}}
+    )
     assert [executor_queue(t) for t in cluster.gpu_types] == ["h100-nodes", "gpu-a100"]
-    jobs = [Job("on_h100", 0, "training", 2, gpu_types=("h100",), estimate_s=600, priority=5),
-            Job("on_a100", 0, "training", 2, gpu_types=("a100",), estimate_s=600, priority=5),
-            Job("later", 0, "training", 2, gpu_types=("a100",), estimate_s=600, priority=1)]
+    jobs = [
+        Job("on_h100", 0, "training", 2, gpu_types=("h100",), estimate_s=600, priority=5),
+        Job("on_a100", 0, "training", 2, gpu_types=("a100",), estimate_s=600, priority=5),
+        Job("later", 0, "training", 2, gpu_types=("a100",), estimate_s=600, priority=1),
+    ]
     levers = levers_for_plan(MilpPlanner().plan(cluster, jobs, [], 0.0), cluster, jobs, [], 0.0)
     assert (levers.assignments["on_h100"].pool, levers.assignments["on_h100"].queue) == ("gpu_h100", "h100-nodes")
     assert (levers.assignments["on_a100"].pool, levers.assignments["on_a100"].queue) == ("gpu_a100", "gpu-a100")
@@ -81,12 +93,23 @@ def test_next_jobs_in_plan_order_are_released_when_gpus_free_but_never_past_a_ga
 
     cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4, "speed": 1.0}}})
     report = SolveReport("test", "test", 0.0, 0.0, None, None, 0.0)
-    a, gang, b = (Job("a", 0, "quantization", 1, estimate_s=600), Job("gang", 0, "training", 4, estimate_s=600),
-                  Job("b", 0, "quantization", 1, estimate_s=600))
+    a, gang, b = (
+        Job("a", 0, "quantization", 1, estimate_s=600),
+        Job("gang", 0, "training", 4, estimate_s=600),
+        Job("b", 0, "quantization", 1, estimate_s=600),
+    )
     running = [RunningJob(Job("r", 0, "training", 2, estimate_s=900), "h100", 0.0)]
-    plan = Plan(0.0, (PlannedStart("a", "h100", 900.0, 1500.0, 0, False),
-                      PlannedStart("gang", "h100", 1500.0, 2100.0, 1, False),
-                      PlannedStart("b", "h100", 2100.0, 2700.0, 2, False)), (), report, {})
+    plan = Plan(
+        0.0,
+        (
+            PlannedStart("a", "h100", 900.0, 1500.0, 0, False),
+            PlannedStart("gang", "h100", 1500.0, 2100.0, 1, False),
+            PlannedStart("b", "h100", 2100.0, 2700.0, 2, False),
+        ),
+        (),
+        report,
+        {},
+    )
     # Two GPUs are free at 300 s: "a" (next in order, 1 GPU) goes now; the gang does not fit, so
     # it waits in its pool for the GPUs (the pool's slots are the gate), and "b" behind it stays
     # held although a GPU would be free for it.

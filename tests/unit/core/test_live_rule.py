@@ -37,8 +37,9 @@ class LiveBackfill:
 
     def decide(self, state: ClusterState) -> Decision:
         if self.rule.plan is None:
-            self.rule.solved(Plan(state.now_s, (), (), REPORT, {}, rule="backfill"), state.waiting, state.running,
-                             state.now_s)
+            self.rule.solved(
+                Plan(state.now_s, (), (), REPORT, {}, rule="backfill"), state.waiting, state.running, state.now_s
+            )
         return Decision(self.rule.levers(state.cluster, state.waiting, state.running, state.now_s))
 
 
@@ -54,10 +55,16 @@ def test_a_live_rule_in_force_starts_every_job_where_and_when_its_baseline_does(
 
 
 def test_rule_levers_release_what_the_rule_starts_and_keep_endpoints_in_the_streaming_pool():
-    running = [RunningJob(job("e0", 1, 3600.0, kind="realtime_inference", max_wait_s=60.0), "h100", -60.0),
-               RunningJob(job("r", 1, 600.0), "h100", 0.0)]
-    waiting = [job("gang", 4, 3600.0, priority=5), job("short", 1, 300.0),
-               job("e1", 1, 3600.0, kind="realtime_inference", priority=9, max_wait_s=60.0), job("long", 2, 9000.0)]
+    running = [
+        RunningJob(job("e0", 1, 3600.0, kind="realtime_inference", max_wait_s=60.0), "h100", -60.0),
+        RunningJob(job("r", 1, 600.0), "h100", 0.0),
+    ]
+    waiting = [
+        job("gang", 4, 3600.0, priority=5),
+        job("short", 1, 300.0),
+        job("e1", 1, 3600.0, kind="realtime_inference", priority=9, max_wait_s=60.0),
+        job("long", 2, 9000.0),
+    ]
     levers = rule_levers("backfill", FOUR, waiting, running, 0.0)
     baseline = EasyBackfillPolicy().decide(ClusterState(0.0, FOUR, tuple(waiting), tuple(running))).levers
     released = {j for j, a in levers.assignments.items() if a.pool != INTAKE_POOL}
@@ -74,15 +81,24 @@ def test_rule_levers_release_what_the_rule_starts_and_keep_endpoints_in_the_stre
 def test_following_the_rule_forward_is_the_simulator_running_its_baseline():
     # The same actual durations: the look-ahead's schedule is the simulator's, start for start.
     running = [RunningJob(job("r", 2, 600.0, kind="training"), "h100", -100.0)]
-    waiting = [job(f"j{i}", 1 + i % 4, 500.0 + 130 * i, priority=1 + i % 3, gpu_types=("h100", "l4") if i % 2 else
-                   ("h100",)) for i in range(14)]
+    waiting = [
+        job(f"j{i}", 1 + i % 4, 500.0 + 130 * i, priority=1 + i % 3, gpu_types=("h100", "l4") if i % 2 else ("h100",))
+        for i in range(14)
+    ]
     ratio = {j.job_id: 0.6 + 0.1 * (i % 9) for i, j in enumerate(waiting)}
     future = SampledFuture({"r": 1500.0}, ratio)
-    followed = {s.job.job_id: (s.gpu_type, s.start_s) for s in follow_rule("backfill", TWO_TYPES, waiting, running,
-                                                                           0.0, 1e6, future)}
+    followed = {
+        s.job.job_id: (s.gpu_type, s.start_s)
+        for s in follow_rule("backfill", TWO_TYPES, waiting, running, 0.0, 1e6, future)
+    }
     actual = [replace(j, duration_s=j.estimate_s * ratio[j.job_id]) for j in waiting]
-    sim = simulate(TWO_TYPES, actual, EasyBackfillPolicy(), 1e6,
-                   running_at_start=[replace(running[0], job=replace(running[0].job, duration_s=1600.0))])
+    sim = simulate(
+        TWO_TYPES,
+        actual,
+        EasyBackfillPolicy(),
+        1e6,
+        running_at_start=[replace(running[0], job=replace(running[0].job, duration_s=1600.0))],
+    )
     assert followed == {j: (o.gpu_type, o.start_s) for j, o in sim.outcomes.items()}
 
 

@@ -29,15 +29,21 @@ def test_metrics_on_a_hand_computed_trace():
     assert m.streaming_p95_wait_s == pytest.approx(50 + 0.95 * 750)
     assert m.deadline_hit_rate == 0.0
     assert m.max_wait_s == 800
-    assert m.mean_wait_s == {"training": None, "realtime_inference": 425.0, "batch_inference": 350.0,
-                             "quantization": 0.0}
+    assert m.mean_wait_s == {
+        "training": None,
+        "realtime_inference": 425.0,
+        "batch_inference": 350.0,
+        "quantization": 0.0,
+    }
     assert (m.jobs_started, m.jobs_completed) == (4, 2)
 
 
 def test_late_streaming_job_earns_nothing_and_slow_gpus_earn_no_more():
     cluster = Cluster.from_dict({"gpu_types": {"slow": {"count": 1, "speed": 0.5}}})
-    jobs = (Job("s", 0, "realtime_inference", 1, duration_s=100, priority=8, max_wait_s=10),
-            Job("b", 0, "training", 1, duration_s=100, priority=2))
+    jobs = (
+        Job("s", 0, "realtime_inference", 1, duration_s=100, priority=8, max_wait_s=10),
+        Job("b", 0, "training", 1, duration_s=100, priority=2),
+    )
     outcomes = {"s": Outcome("s", "slow", 0, 11, 111), "b": Outcome("b", "slow", 0, 111, 311)}
     m = evaluate(SimResult("x", cluster, jobs, 1000.0, outcomes))
     assert m.weighted_output == 2 * 1 * 100  # work at speed 1.0, not the 200 s it ran

@@ -73,7 +73,7 @@ def test_empty_queue_is_a_no_op():
 
 def test_grid_is_fine_near_now_and_coarser_later():
     points = start_grid(PlannerConfig(step_s=60, fine_points=4), 3600)
-    gaps = [b - a for a, b in zip(points, points[1:])]
+    gaps = [b - a for a, b in zip(points, points[1:], strict=False)]
     assert gaps[:4] == [60, 60, 60, 60] and max(gaps) > 60 and gaps == sorted(gaps)
 
 
@@ -121,14 +121,17 @@ def test_highs_is_never_given_more_than_what_is_left_of_the_cycle_budget(monkeyp
     for limit in (0.3, 1.0, 3.0):
         calls.clear()
         began = time.perf_counter()
-        plan = MilpPlanner(PlannerConfig(time_limit_s=limit, mip_rel_gap=0.0, max_milp_vars=800, window_vars=300)).plan(FOUR, jobs,
-                                                                                                     [], 0.0)
+        plan = MilpPlanner(PlannerConfig(time_limit_s=limit, mip_rel_gap=0.0, max_milp_vars=800, window_vars=300)).plan(
+            FOUR, jobs, [], 0.0
+        )
         assert len(plan.starts) + len(plan.unplanned) == len(jobs)
         for at, given in calls:
             assert at + given <= began + limit + MIN_SOLVE_S + 1e-6, (limit, at - began, given)
         report = plan.report
-        print(f"time limit {limit}s: method {report.method}, status {report.status}, {len(calls)} solve(s), "
-              f"build {report.build_s:.3f}s, solve {report.solve_s:.3f}s, wall {report.wall_s:.3f}s")
+        print(
+            f"time limit {limit}s: method {report.method}, status {report.status}, {len(calls)} solve(s), "
+            f"build {report.build_s:.3f}s, solve {report.solve_s:.3f}s, wall {report.wall_s:.3f}s"
+        )
     calls.clear()
     tiny = MilpPlanner(PlannerConfig(time_limit_s=0.01)).plan(FOUR, jobs, [], 0.0).report
     assert calls == []
@@ -151,8 +154,7 @@ def test_whole_cluster_gang_is_planned_despite_the_streaming_reservation():
     levers = levers_for_plan(plan, FOUR, [gang, small], [], start)
     assert levers.pool_slots[pool_name("h100")] == 4
     # Jobs that fit beside the reservation keep it whole.
-    plan = MilpPlanner().plan(FOUR, [est("three", 3, 3600, 8, kind="training")], [], 0.0,
-                              streaming_reserve={"h100": 1})
+    plan = MilpPlanner().plan(FOUR, [est("three", 3, 3600, 8, kind="training")], [], 0.0, streaming_reserve={"h100": 1})
     assert plan.streaming_reserve == {"h100": 1} and plan.by_job()["three"].start_s == 0.0
 
 

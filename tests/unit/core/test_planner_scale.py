@@ -26,8 +26,9 @@ def overbooked(cluster, queued, running, plan):
         mine = [sp for sp in spans if sp[0] == t.name]
         for _, start, _, _ in mine:
             busy = sum(g for _, a, b, g in mine if a <= start < b)
-            busy += sum(r.job.gpus for r in running if r.gpu_type == t.name
-                        and start < r.start_s + r.job.estimate_s / t.speed)
+            busy += sum(
+                r.job.gpus for r in running if r.gpu_type == t.name and start < r.start_s + r.job.estimate_s / t.speed
+            )
             if busy > t.count:
                 problems.append((t.name, start, busy))
     return problems
@@ -95,8 +96,19 @@ def test_running_jobs_are_respected_by_the_windowed_search():
 
 
 def test_scale_command_prints_and_writes_rows(tmp_path, capsys):
-    code = main(["scale", "--jobs", "30,60", "--budget-s", "1", "--json", str(tmp_path / "s.json"),
-                 "--plots", str(tmp_path / "plots")])
+    code = main(
+        [
+            "scale",
+            "--jobs",
+            "30,60",
+            "--budget-s",
+            "1",
+            "--json",
+            str(tmp_path / "s.json"),
+            "--plots",
+            str(tmp_path / "plots"),
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "vs LP" in out and "\n    30 " in out and "\n    60 " in out

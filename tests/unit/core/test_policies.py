@@ -17,8 +17,7 @@ def starts(policy, jobs, cluster=FOUR, horizon=100_000):
 
 
 def test_fifo_head_of_line_blocks_everything_behind_it():
-    jobs = [job("small0", 0, 2, 1000), job("gang", 10, 4, 1000, priority=9, kind="training"),
-            job("small1", 20, 1, 100)]
+    jobs = [job("small0", 0, 2, 1000), job("gang", 10, 4, 1000, priority=9, kind="training"), job("small1", 20, 1, 100)]
     s = starts("fifo", jobs)
     # small1 fits at t=20 (2 GPUs free) but must wait behind the gang at the head.
     assert s["gang"] == 1000 and s["small1"] == 2000  # after the gang, which takes all 4 GPUs

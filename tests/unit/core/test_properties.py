@@ -13,7 +13,9 @@ from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, JobKind, 
 TYPES = ("h100", "a100", "l4")
 clusters = st.lists(
     st.tuples(st.sampled_from(TYPES), st.integers(1, 8), st.sampled_from([0.4, 1.0, 2.0])),
-    min_size=1, max_size=3, unique_by=lambda t: t[0],
+    min_size=1,
+    max_size=3,
+    unique_by=lambda t: t[0],
 ).map(lambda ts: Cluster(tuple(GpuType(n, c, s) for n, c, s in ts)))
 
 
@@ -23,15 +25,20 @@ def jobs(draw, n_max=12):
     for i in range(draw(st.integers(0, n_max))):
         submit = draw(st.floats(0, 4 * 3600, allow_nan=False))
         duration = draw(st.floats(30, 3 * 3600, allow_nan=False))
-        out.append(Job(
-            job_id=f"j{i}", submit_s=submit, kind=draw(st.sampled_from(list(JobKind))),
-            gpus=draw(st.integers(1, 10)), duration_s=duration,
-            estimate_s=draw(st.none() | st.floats(30, 3 * 3600, allow_nan=False)),
-            priority=draw(st.floats(0.1, 10, allow_nan=False)),
-            gpu_types=tuple(draw(st.lists(st.sampled_from(TYPES + ("tpu",)), max_size=2, unique=True))),
-            deadline_s=draw(st.none() | st.floats(submit + 1, submit + 8 * 3600, allow_nan=False)),
-            group=draw(st.none() | st.sampled_from(["g1", "g2"])),
-        ))
+        out.append(
+            Job(
+                job_id=f"j{i}",
+                submit_s=submit,
+                kind=draw(st.sampled_from(list(JobKind))),
+                gpus=draw(st.integers(1, 10)),
+                duration_s=duration,
+                estimate_s=draw(st.none() | st.floats(30, 3 * 3600, allow_nan=False)),
+                priority=draw(st.floats(0.1, 10, allow_nan=False)),
+                gpu_types=tuple(draw(st.lists(st.sampled_from(TYPES + ("tpu",)), max_size=2, unique=True))),
+                deadline_s=draw(st.none() | st.floats(submit + 1, submit + 8 * 3600, allow_nan=False)),
+                group=draw(st.none() | st.sampled_from(["g1", "g2"])),
+            )
+        )
     return out
 
 
@@ -41,8 +48,12 @@ def test_random_workloads_simulate_within_capacity_and_lose_no_job(cluster, work
     valid, errors = split_valid(workload, cluster)
     assert len(valid) + len(errors) == len(workload)
     horizon = 6 * 3600.0
-    result = simulate(cluster, valid, make_policy(policy, config=PlannerConfig(time_limit_s=0.5))
-                      if policy == "milp" else make_policy(policy), horizon)
+    result = simulate(
+        cluster,
+        valid,
+        make_policy(policy, config=PlannerConfig(time_limit_s=0.5)) if policy == "milp" else make_policy(policy),
+        horizon,
+    )
     assert set(result.outcomes) == {j.job_id for j in valid}
     assert schedule_violations(cluster, valid, result.outcomes, horizon) == []
 
@@ -130,11 +141,15 @@ def test_random_workload_files_are_rejected_clearly_or_simulated_within_capacity
         assert error.line is not None and error.reason
         event("rejected file")
         return
-    event("read: %d jobs" % min(len(workload), 3))
+    event(f"read: {min(len(workload), 3)} jobs")
     valid, errors = split_valid(workload, cluster)
     assert len(valid) + len(errors) == len(workload) and all(e.job_id for e in errors)
     horizon = 4 * 3600.0
-    result = simulate(cluster, valid, make_policy(policy, config=PlannerConfig(time_limit_s=0.3))
-                      if policy == "milp" else make_policy(policy), horizon)
+    result = simulate(
+        cluster,
+        valid,
+        make_policy(policy, config=PlannerConfig(time_limit_s=0.3)) if policy == "milp" else make_policy(policy),
+        horizon,
+    )
     assert set(result.outcomes) == {j.job_id for j in valid}, "a job was lost"
     assert schedule_violations(cluster, valid, result.outcomes, horizon) == []

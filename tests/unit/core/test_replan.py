@@ -16,8 +16,13 @@ def job(job_id, gpus=1, estimate=60.0, priority=1.0, kind="quantization", submit
 
 def plan(*starts):
     """Plan order is the order given: (job_id, start)."""
-    return Plan(NOW, tuple(PlannedStart(j, "h100", s, s + 60, rank, False) for rank, (j, s) in enumerate(starts)),
-                (), REPORT, {})
+    return Plan(
+        NOW,
+        tuple(PlannedStart(j, "h100", s, s + 60, rank, False) for rank, (j, s) in enumerate(starts)),
+        (),
+        REPORT,
+        {},
+    )
 
 
 def running(*ids, start=NOW - 50):
@@ -25,16 +30,26 @@ def running(*ids, start=NOW - 50):
 
 
 def started_now(levers, waiting, busy):
-    tasks = [WaitingTask(j.job_id, levers.assignments[j.job_id].pool, j.gpus, levers.assignments[j.job_id].weight,
-                         j.submit_s, j.job_id) for j in waiting]
+    tasks = [
+        WaitingTask(
+            j.job_id,
+            levers.assignments[j.job_id].pool,
+            j.gpus,
+            levers.assignments[j.job_id].weight,
+            j.submit_s,
+            j.job_id,
+        )
+        for j in waiting
+    ]
     return airflow_dispatch(tasks, levers.pool_slots, {"gpu_h100": busy})
 
 
 def test_the_head_of_the_order_waits_in_its_pool_and_nothing_smaller_overtakes_it():
     gang, small = job("gang", 4, priority=10, kind="training"), job("small")
     waiting = [gang, small]
-    levers = levers_for_plan(plan(("gang", NOW + 10), ("small", NOW + 70)), FOUR, waiting, running("a", "b", "c"),
-                             NOW, release_next=True)
+    levers = levers_for_plan(
+        plan(("gang", NOW + 10), ("small", NOW + 70)), FOUR, waiting, running("a", "b", "c"), NOW, release_next=True
+    )
     assert levers.assignments["gang"].pool == "gpu_h100"  # released ahead: Airflow starts it once 4 GPUs are free
     assert levers.assignments["small"].pool == INTAKE_POOL  # behind the gang: held, it cannot take a freed GPU
     assert started_now(levers, waiting, busy=3) == []
@@ -57,8 +72,9 @@ def test_a_gpu_that_frees_early_is_refilled_by_the_next_job_in_plan_order():
 def test_nothing_is_released_ahead_while_a_due_job_still_waits_for_gpus():
     due, later = job("due", 2), job("later")
     waiting = [due, later]
-    levers = levers_for_plan(plan(("due", NOW - 5), ("later", NOW + 30)), FOUR, waiting, running("a", "b", "c"),
-                             NOW, release_next=True)
+    levers = levers_for_plan(
+        plan(("due", NOW - 5), ("later", NOW + 30)), FOUR, waiting, running("a", "b", "c"), NOW, release_next=True
+    )
     assert levers.assignments["due"].pool == "gpu_h100" and levers.assignments["later"].pool == INTAKE_POOL
 
 

@@ -21,8 +21,13 @@ def job(job_id, gpus, estimate, priority=1.0, kind="batch_inference", **kw):
 
 def plan_of(*starts, reserve=None):
     """A hand-made plan: (job id, start) in rank order, all on h100."""
-    return Plan(0.0, tuple(PlannedStart(j, "h100", t, t + 1, rank, False) for rank, (j, t) in enumerate(starts)),
-                (), REPORT, reserve or {})
+    return Plan(
+        0.0,
+        tuple(PlannedStart(j, "h100", t, t + 1, rank, False) for rank, (j, t) in enumerate(starts)),
+        (),
+        REPORT,
+        reserve or {},
+    )
 
 
 def test_backfill_is_chosen_where_estimate_noise_breaks_the_milps_plan():
@@ -58,8 +63,7 @@ def test_a_gang_drain_that_noise_makes_futile_loses_to_filling_the_gpus():
     # estimates, as completed training jobs did, the GPUs are not free before 2,400 s and the
     # drain only wasted them.
     running = [RunningJob(job("r", 2, 600.0, kind="training"), "h100", 0.0)]
-    gang, small = job("gang", 4, 3600.0, priority=2), [job(f"s{i}", 1, 1000.0, kind="quantization")
-                                                      for i in range(2)]
+    gang, small = job("gang", 4, 3600.0, priority=2), [job(f"s{i}", 1, 1000.0, kind="quantization") for i in range(2)]
     drain = plan_of(("gang", 600.0), ("s0", 4200.0), ("s1", 4200.0))
     fill = plan_of(("s0", 0.0), ("s1", 0.0), ("gang", 1000.0))
     planner = RolloutPlanner(rollout=RolloutConfig(lookahead_s=4 * 3600.0))
@@ -142,8 +146,7 @@ def test_rollout_is_deterministic_per_seed_with_a_node_limited_solver():
     running = [RunningJob(job("r", 2, 1200.0), "h100", -300.0)]
     cfg = PlannerConfig(time_limit_s=30.0, max_nodes=50)
     errors = EstimateErrors([(JobKind.BATCH_INFERENCE, 0.7 + 0.1 * i) for i in range(10)])
-    plans = [RolloutPlanner(cfg, RolloutConfig(seed=7)).plan(FOUR, jobs, running, 0.0, errors=errors)
-             for _ in range(2)]
+    plans = [RolloutPlanner(cfg, RolloutConfig(seed=7)).plan(FOUR, jobs, running, 0.0, errors=errors) for _ in range(2)]
     assert plans[0].starts == plans[1].starts
     assert plans[0].report.chosen == plans[1].report.chosen
     assert plans[0].report.candidates == plans[1].report.candidates
@@ -152,8 +155,9 @@ def test_rollout_is_deterministic_per_seed_with_a_node_limited_solver():
 def test_rollout_off_applies_the_milp_plan():
     jobs = [job("D", 4, 3000.0, priority=2, deadline_s=3300.0), job("X", 4, 3000.0, priority=3)]
     late = EstimateErrors([(kind, 1.5) for kind in JobKind for _ in range(10)])
-    plan = RolloutPlanner(PlannerConfig(mip_rel_gap=0.0), RolloutConfig(enabled=False)).plan(FOUR, jobs, [], 0.0,
-                                                                                            errors=late)
+    plan = RolloutPlanner(PlannerConfig(mip_rel_gap=0.0), RolloutConfig(enabled=False)).plan(
+        FOUR, jobs, [], 0.0, errors=late
+    )
     assert plan.report.chosen == "" and plan.by_job()["D"].start_s == 0.0
 
 
@@ -163,8 +167,9 @@ def test_the_optional_candidates_compete_when_asked_for():
     running = [RunningJob(job("r", 2, 600.0, kind="training"), "h100", 0.0)]
     jobs = [job(f"b{i}", 1, 1800.0) for i in range(3)]
     everything = RolloutConfig(candidates=("kept", "backfill", "greedy", "backfill_cautious", "backfill_unreserved"))
-    plan = RolloutPlanner(rollout=everything).plan(FOUR, jobs, running, 0.0, streaming_reserve={"h100": 2},
-                                                   errors=EXACT)
+    plan = RolloutPlanner(rollout=everything).plan(
+        FOUR, jobs, running, 0.0, streaming_reserve={"h100": 2}, errors=EXACT
+    )
     assert "backfill_unreserved" in plan.report.candidates, plan.report.candidates
     assert plan.report.chosen == "backfill_unreserved" and plan.streaming_reserve == {"h100": 0}
     assert sorted(s.start_s for s in plan.starts) == [0.0, 0.0, 600.0]

@@ -53,8 +53,10 @@ def test_learned_estimates_come_from_completed_jobs_of_the_group():
             return make_policy("fifo").decide(state)
 
     cluster = Cluster.from_dict({"gpu_types": {"g": {"count": 1, "speed": 0.5}}})
-    jobs = [Job("a", 0.0, "quantization", 1, duration_s=300.0, group="q.t"),
-            Job("b", 1000.0, "quantization", 1, duration_s=500.0, group="q.t")]
+    jobs = [
+        Job("a", 0.0, "quantization", 1, duration_s=300.0, group="q.t"),
+        Job("b", 1000.0, "quantization", 1, duration_s=500.0, group="q.t"),
+    ]
     simulate(cluster, jobs, Spy(), 10_000)
     assert seen["b"] == 300.0  # a's duration at speed 1.0 (it ran 600 s on a 0.5-speed GPU)
 
@@ -80,9 +82,10 @@ def test_clairvoyant_yardstick_waits_for_work_it_knows_is_coming():
     # later. Online, the low one takes the GPUs and the valuable one misses its deadline; the
     # yardstick knows it is coming and keeps the GPUs for it.
     cluster = Cluster.from_dict({"gpu_types": {"g": {"count": 4, "speed": 1.0}}})
-    jobs = [Job("low", 0.0, "training", 4, duration_s=3600.0, estimate_s=3600.0, priority=1.0),
-            Job("high", 600.0, "training", 4, duration_s=3600.0, estimate_s=3600.0, priority=10.0,
-                deadline_s=4300.0)]
+    jobs = [
+        Job("low", 0.0, "training", 4, duration_s=3600.0, estimate_s=3600.0, priority=1.0),
+        Job("high", 600.0, "training", 4, duration_s=3600.0, estimate_s=3600.0, priority=10.0, deadline_s=4300.0),
+    ]
     sc = Scenario("arrival", "test", cluster, tuple(jobs), 12_000.0)
     online = simulate(cluster, jobs, make_policy("milp"), sc.horizon_s)
     yardstick = simulate(cluster, jobs, make_policy("clairvoyant", scenario=sc), sc.horizon_s)

@@ -7,10 +7,10 @@ from airflow_gpu_scheduler.core.usage import GpuInterval, realized_utilization
 
 def test_busy_share_per_bucket_and_per_type():
     intervals = [
-        GpuInterval("h100", 4, 0.0, 60.0),     # all of h100 for the first bucket
-        GpuInterval("h100", 2, 90.0, None),    # half of h100 from 90 s on, still running
-        GpuInterval("a100", 2, 30.0, 90.0),    # a100 busy 30-90
-        GpuInterval("gone", 8, 0.0, 120.0),    # a type no longer in the cluster: ignored
+        GpuInterval("h100", 4, 0.0, 60.0),  # all of h100 for the first bucket
+        GpuInterval("h100", 2, 90.0, None),  # half of h100 from 90 s on, still running
+        GpuInterval("a100", 2, 30.0, 90.0),  # a100 busy 30-90
+        GpuInterval("gone", 8, 0.0, 120.0),  # a type no longer in the cluster: ignored
     ]
     buckets = realized_utilization(intervals, {"h100": 4, "a100": 2}, since_s=0.0, until_s=120.0, bucket_s=60.0)
     assert [b["start_s"] for b in buckets] == [0.0, 60.0]

@@ -14,8 +14,13 @@ def job(job_id, gpus, estimate=600.0, priority=1.0, kind="batch_inference", **kw
 
 
 def plan(*starts, reserve=None):
-    return Plan(NOW, tuple(PlannedStart(j, t, s, e, rank, False) for rank, (j, t, s, e) in enumerate(starts)), (),
-                REPORT, reserve or {})
+    return Plan(
+        NOW,
+        tuple(PlannedStart(j, t, s, e, rank, False) for rank, (j, t, s, e) in enumerate(starts)),
+        (),
+        REPORT,
+        reserve or {},
+    )
 
 
 def test_busy_names_the_gpu_type_and_when_it_frees():
@@ -45,16 +50,21 @@ def test_reserved_for_a_more_valuable_gang_planned_first():
     reasons = waiting_reasons(p, CLUSTER, [train, small], running, NOW)
     assert reasons["train"].code == "busy"
     assert reasons["small"].code == "reserved" and reasons["small"].blocking_job == "train"
-    assert reasons["small"].text == f"h100 GPUs reserved for training job train (priority 9), which starts at {clock(NOW + 300)}"
+    assert (
+        reasons["small"].text
+        == f"h100 GPUs reserved for training job train (priority 9), which starts at {clock(NOW + 300)}"
+    )
 
 
 def test_held_for_the_streaming_reservation():
     batch = job("batch", 2, gpu_types=("a100",))
-    reasons = waiting_reasons(plan(("batch", "a100", NOW + 600, NOW + 1200), reserve={"a100": 1}), CLUSTER, [batch],
-                              [], NOW)
+    reasons = waiting_reasons(
+        plan(("batch", "a100", NOW + 600, NOW + 1200), reserve={"a100": 1}), CLUSTER, [batch], [], NOW
+    )
     assert reasons["batch"].code == "streaming"
-    assert reasons["batch"].text == ("held for the streaming reservation: 1 of the 2 free a100 GPUs are kept for "
-                                     "real-time inference")
+    assert reasons["batch"].text == (
+        "held for the streaming reservation: 1 of the 2 free a100 GPUs are kept for real-time inference"
+    )
 
 
 def test_released_jobs_have_no_reason_and_a_free_later_start_says_so():
@@ -97,5 +107,7 @@ def test_busy_then_promised_to_a_gang_names_the_gang():
     reasons = waiting_reasons(p, CLUSTER, [train, pair], running, NOW)
     assert reasons["train"].code == "busy"
     assert reasons["pair"].code == "reserved" and reasons["pair"].blocking_job == "train"
-    assert reasons["pair"].text == (f"needs 2 h100 GPUs; only 1 of 4 are free until {clock(NOW + 300)}, "
-                                    "and then training job train (priority 9) goes first")
+    assert reasons["pair"].text == (
+        f"needs 2 h100 GPUs; only 1 of 4 are free until {clock(NOW + 300)}, "
+        "and then training job train (priority 9) goes first"
+    )

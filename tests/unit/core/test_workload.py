@@ -105,8 +105,12 @@ def test_cluster_queue_is_optional_and_round_trips():
 def test_errors_about_one_job_carry_its_id():
     cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4}}})
     # Ids with quotes and spaces: parsing the id back out of the message would get these wrong.
-    jobs = [Job("d/r 'x'/t/-1", 0, "training", 8, estimate_s=1), Job("ok", 0, "training", 1, estimate_s=1),
-            Job("ok", 0, "training", 1, estimate_s=1), Job("typo", 0, "training", 1, estimate_s=1, gpu_types=("h10",))]
+    jobs = [
+        Job("d/r 'x'/t/-1", 0, "training", 8, estimate_s=1),
+        Job("ok", 0, "training", 1, estimate_s=1),
+        Job("ok", 0, "training", 1, estimate_s=1),
+        Job("typo", 0, "training", 1, estimate_s=1, gpu_types=("h10",)),
+    ]
     _, errors = split_valid(jobs, cluster)
     assert [(e.job_id, e.field) for e in errors] == [("d/r 'x'/t/-1", "gpus"), ("ok", "job_id"), ("typo", "gpu_types")]
     with pytest.raises(WorkloadError) as raised:

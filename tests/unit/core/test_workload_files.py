@@ -18,7 +18,7 @@ def parse(text):
 
 
 def test_good_file_with_defaults_any_column_order_and_unknown_columns():
-    jobs = parse("gpus,kind,job_id,duration_s,submit_s,extra\n1,quantization,q,60,5,x\n" )
+    jobs = parse("gpus,kind,job_id,duration_s,submit_s,extra\n1,quantization,q,60,5,x\n")
     (job,) = jobs
     assert (job.job_id, job.gpus, job.priority, job.gpu_types, job.estimate_s) == ("q", 1, 1.0, (), None)
     (job,) = parse(HEADER + GOOD)
