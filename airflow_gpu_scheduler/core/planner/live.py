@@ -14,7 +14,6 @@ the operator alike.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -27,6 +26,7 @@ from airflow_gpu_scheduler.core.levers import (
     pool_name,
 )
 from airflow_gpu_scheduler.core.planner.lookahead import SampledFuture, Started
+from airflow_gpu_scheduler.core.planner.projection import run_rule
 from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, runtime_s
 
 if TYPE_CHECKING:  # the policies import the planner: a runtime import here would be a cycle
@@ -94,45 +94,12 @@ def follow_rule(
     """The waiting jobs (and the future's endpoints) that rule ``name`` starts before ``until_s``
     when jobs take ``future``'s times; the rule is asked again at every start, end and arrival,
     and sees estimates only, as it does when it runs for real."""
-    from airflow_gpu_scheduler.core.policies.base import ClusterState
-
-    rule = make_rule(name)
     speeds = {t.name: t.speed for t in cluster.gpu_types}
-    now_running = {r.job.job_id: r for r in running}
-    ends = [(future.running_end[r.job.job_id], r.job.job_id) for r in running]
-    heapq.heapify(ends)
-    queue = {j.job_id: j for j in waiting}
-    arrivals = sorted(future.arrivals, key=lambda j: j.submit_s)
-    next_arrival = 0
-    started: list[Started] = []
-    t = now_s
-    while True:
-        while ends and ends[0][0] <= t + 1e-9:
-            now_running.pop(heapq.heappop(ends)[1], None)
-        while next_arrival < len(arrivals) and arrivals[next_arrival].submit_s <= t + 1e-6:
-            queue[arrivals[next_arrival].job_id] = arrivals[next_arrival]
-            next_arrival += 1
-        if queue:
-            decision = rule.decide(ClusterState(t, cluster, tuple(queue.values()), tuple(now_running.values())))
-            for job_id, given in decision.levers.assignments.items():
-                gpu_type = gpu_type_of_pool(given.pool)
-                job = queue.get(job_id)
-                if job is None or gpu_type is None:
-                    continue
-                del queue[job_id]
-                runtime = runtime_s(
-                    job, job.planning_estimate_s * future.ratio.get(job_id, 1.0), cluster.gpu_type(gpu_type)
-                )
-                started.append(Started(job, gpu_type, t, runtime, speeds[gpu_type]))
-                now_running[job_id] = RunningJob(job, gpu_type, t)
-                heapq.heappush(ends, (t + runtime, job_id))
-        upcoming = []
-        if next_arrival < len(arrivals):
-            upcoming.append(arrivals[next_arrival].submit_s)
-        if ends and queue:
-            upcoming.append(ends[0][0])
-        if not upcoming:
-            return started
-        t = max(t, min(upcoming))
-        if t > until_s:
-            return started
+
+    def sampled(job: Job, gpu_type: str) -> float:
+        return runtime_s(job, job.planning_estimate_s * future.ratio.get(job.job_id, 1.0), cluster.gpu_type(gpu_type))
+
+    ran = run_rule(
+        make_rule(name), cluster, waiting, running, future.running_end, now_s, until_s, sampled, future.arrivals
+    )
+    return [Started(job, gpu_type, t, runtime, speeds[gpu_type]) for t, job, gpu_type, runtime in ran]

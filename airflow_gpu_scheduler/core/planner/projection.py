@@ -11,12 +11,16 @@ endpoints do not cover), as every plan does.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from airflow_gpu_scheduler.core.levers import gpu_type_of_pool
 from airflow_gpu_scheduler.core.planner.objective import job_value
 from airflow_gpu_scheduler.core.planner.plan import Plan, PlannedStart, SolveReport
 from airflow_gpu_scheduler.core.workload import Cluster, Job, JobKind, RunningJob, runtime_s
+
+if TYPE_CHECKING:
+    from airflow_gpu_scheduler.core.policies.base import Policy
 
 #: Job id prefix of the placeholder that holds a GPU type's streaming reservation in a projection.
 RESERVED = "~reserved:"
@@ -24,7 +28,7 @@ _NEVER_S = 1e12
 
 
 def projected_plan(
-    rule,
+    rule: Policy,
     cluster: Cluster,
     queued: Sequence[Job],
     running: Sequence[RunningJob],
@@ -38,7 +42,6 @@ def projected_plan(
     Running jobs are expected to end at their estimate (a job past it: half a minute from
     now). Jobs the rule has not started by ``until_s`` are left unplanned (held).
     """
-    from airflow_gpu_scheduler.core.policies.base import ClusterState
 
     streaming_running = dict.fromkeys(cluster.names, 0)
     for r in running:
@@ -59,32 +62,19 @@ def projected_plan(
                 gpu_types=(gpu.name,),
             )
             now_running[placeholder.job_id] = RunningJob(placeholder, gpu.name, now_s)
-    ends: list[tuple[float, str]] = []
+    ends = {}
     for r in running:
         expected = r.start_s + runtime_s(r.job, r.job.planning_estimate_s, cluster.gpu_type(r.gpu_type))
-        heapq.heappush(ends, (max(expected, now_s + 30.0), r.job.job_id))
+        ends[r.job.job_id] = max(expected, now_s + 30.0)
         now_running[r.job.job_id] = r
-    waiting = {j.job_id: j for j in queued}
-    starts: list[tuple[float, Job, str, float]] = []
-    t = now_s
-    while waiting and t <= until_s:
-        decision = rule.decide(ClusterState(t, cluster, tuple(waiting.values()), tuple(now_running.values())))
-        for job_id, assignment in decision.levers.assignments.items():
-            gpu_type = gpu_type_of_pool(assignment.pool)
-            job = waiting.get(job_id)
-            if job is None or gpu_type is None:
-                continue
-            del waiting[job_id]
-            end = t + runtime_s(job, job.planning_estimate_s, cluster.gpu_type(gpu_type))
-            now_running[job_id] = RunningJob(job, gpu_type, t)
-            heapq.heappush(ends, (end, job_id))
-            starts.append((t, job, gpu_type, end))
-        if not ends:
-            break
-        t, job_id = heapq.heappop(ends)
-        now_running.pop(job_id, None)
-        while ends and ends[0][0] <= t + 1e-9:
-            now_running.pop(heapq.heappop(ends)[1], None)
+
+    def estimated(job: Job, gpu_type: str) -> float:
+        return runtime_s(job, job.planning_estimate_s, cluster.gpu_type(gpu_type))
+
+    ran = run_rule(rule, cluster, queued, list(now_running.values()), ends, now_s, until_s, estimated)
+    started = {job.job_id for _, job, _, _ in ran}
+    waiting = [j.job_id for j in queued if j.job_id not in started]
+    starts = [(t, job, gpu_type, t + runtime) for t, job, gpu_type, runtime in ran]
     starts.sort(key=lambda s: (s[0], not s[1].is_streaming, -job_value(s[1])))
     planned = tuple(
         PlannedStart(job.job_id, gpu_type, start, end, rank, job.is_streaming)
@@ -92,3 +82,62 @@ def projected_plan(
     )
     report = SolveReport(name, "projected", 0.0, 0.0, None, None, 0.0)
     return Plan(now_s, planned, tuple(waiting), report, dict(reserve))
+
+
+def run_rule(
+    rule: Policy,
+    cluster: Cluster,
+    waiting: Sequence[Job],
+    running: Sequence[RunningJob],
+    ends: Mapping[str, float],
+    now_s: float,
+    until_s: float,
+    runtime_of: Callable[[Job, str], float],
+    arrivals: Sequence[Job] = (),
+) -> list[tuple[float, Job, str, float]]:
+    """What ``rule`` starts from ``now_s`` until ``until_s``: (start, job, GPU type, runtime), in order.
+
+    The rule is asked again at every start, end and arrival, and sees estimates only.
+    ``ends``: when each running job ends (one not in it never ends); ``runtime_of(job,
+    gpu_type)``: how long a job the rule starts holds its GPUs; ``arrivals``: jobs that join
+    the queue at their ``submit_s``. Both the projection (everything as estimated) and the
+    look-ahead of a rule followed live (sampled durations, endpoints arriving) run this loop.
+    """
+    from airflow_gpu_scheduler.core.policies.base import ClusterState
+
+    now_running = {r.job.job_id: r for r in running}
+    heap = [(ends[job_id], job_id) for job_id in now_running if job_id in ends]
+    heapq.heapify(heap)
+    queue = {j.job_id: j for j in waiting}
+    coming = sorted(arrivals, key=lambda j: j.submit_s)
+    next_arrival = 0
+    out: list[tuple[float, Job, str, float]] = []
+    t = now_s
+    while True:
+        while heap and heap[0][0] <= t + 1e-9:
+            now_running.pop(heapq.heappop(heap)[1], None)
+        while next_arrival < len(coming) and coming[next_arrival].submit_s <= t + 1e-6:
+            queue[coming[next_arrival].job_id] = coming[next_arrival]
+            next_arrival += 1
+        if queue:
+            decision = rule.decide(ClusterState(t, cluster, tuple(queue.values()), tuple(now_running.values())))
+            for job_id, given in decision.levers.assignments.items():
+                gpu_type = gpu_type_of_pool(given.pool)
+                job = queue.get(job_id)
+                if job is None or gpu_type is None:
+                    continue
+                del queue[job_id]
+                runtime = runtime_of(job, gpu_type)
+                out.append((t, job, gpu_type, runtime))
+                now_running[job_id] = RunningJob(job, gpu_type, t)
+                heapq.heappush(heap, (t + runtime, job_id))
+        upcoming = []
+        if next_arrival < len(coming):
+            upcoming.append(coming[next_arrival].submit_s)
+        if heap and queue:
+            upcoming.append(heap[0][0])
+        if not upcoming:
+            return out
+        t = max(t, min(upcoming))
+        if t > until_s:
+            return out
