@@ -48,6 +48,12 @@ class RolloutConfig:
     :param seed: the sampled durations depend only on (seed, job, sample).
     :param enabled: off: the MILP's plan is applied as it is.
     :param candidates: the base plans compared besides the MILP's (see :data:`PREFERENCE`).
+    :param switch_margin: the plan in force (``kept``; with none, ``default``) is replaced only by a
+        candidate whose expected goodput beats it by more than this fraction. The look-ahead is
+        an imperfect model (no batch arrivals, a few samples), so the best of several scores is
+        biased upwards (the winner's curse) and a switch on a small edge is as likely to lose as
+        to win; switching also breaks the promises the plan in force made.
+    :param default: the incumbent when no plan is in force.
     """
 
     samples: int = 8
@@ -56,6 +62,8 @@ class RolloutConfig:
     seed: int = 0
     enabled: bool = True
     candidates: tuple[str, ...] = ("kept", "backfill", "greedy")
+    switch_margin: float = 0.02
+    default: str = "milp"
 
 
 class RolloutPlanner:
@@ -97,6 +105,11 @@ class RolloutPlanner:
         top = max(s.goodput for s in scores.values())
         near = [name for name in candidates if scores[name].goodput >= top - 1e-9 * max(1.0, abs(top))]
         best = max(near, key=lambda name: (round(scores[name].busy_gpu_s, 3), -PREFERENCE.index(name)))
+        # Hysteresis: the incumbent stays unless beaten by more than the margin (see RolloutConfig).
+        incumbent = "kept" if "kept" in candidates else self.rollout.default
+        margin = 1.0 + self.rollout.switch_margin
+        if incumbent in candidates and scores[best].goodput <= scores[incumbent].goodput * margin:
+            best = incumbent
         chosen = candidates[best]
         rollout_s = time.perf_counter() - t0
         report = replace(

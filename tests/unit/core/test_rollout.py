@@ -164,12 +164,34 @@ def test_rollout_off_applies_the_milp_plan():
 def test_the_optional_candidates_compete_when_asked_for():
     # A reservation and no endpoint ever seen: the plan without it wins, and applies its own (empty)
     # reservation. (Candidates that act exactly like the MILP's plan are left out of the comparison.)
+    # No margin: the edge here is small, and this is about which candidates compete, not hysteresis.
     running = [RunningJob(job("r", 2, 600.0, kind="training"), "h100", 0.0)]
     jobs = [job(f"b{i}", 1, 1800.0) for i in range(3)]
-    everything = RolloutConfig(candidates=("kept", "backfill", "greedy", "backfill_cautious", "backfill_unreserved"))
+    everything = RolloutConfig(
+        candidates=("kept", "backfill", "greedy", "backfill_cautious", "backfill_unreserved"), switch_margin=0.0
+    )
     plan = RolloutPlanner(rollout=everything).plan(
         FOUR, jobs, running, 0.0, streaming_reserve={"h100": 2}, errors=EXACT
     )
     assert "backfill_unreserved" in plan.report.candidates, plan.report.candidates
     assert plan.report.chosen == "backfill_unreserved" and plan.streaming_reserve == {"h100": 0}
     assert sorted(s.start_s for s in plan.starts) == [0.0, 0.0, 600.0]
+
+
+def test_the_plan_in_force_is_kept_unless_beaten_by_more_than_the_margin():
+    # The plan in force runs B before A. The MILP runs the higher-priority A first: a tiny edge
+    # when their priorities are close, a large one when they are far apart.
+    in_force = plan_of(("B", 0.0), ("A", 3600.0))
+
+    def chosen(priority_b, margin):
+        jobs = [job("A", 4, 3600.0, priority=5), job("B", 4, 3600.0, priority=priority_b)]
+        planner = RolloutPlanner(PlannerConfig(mip_rel_gap=0.0), RolloutConfig(switch_margin=margin))
+        plan = planner.plan(FOUR, jobs, [], 0.0, errors=EXACT, in_force=in_force)
+        scores = plan.report.candidates
+        return plan.report.chosen, scores["milp"] / scores["kept"] - 1.0
+
+    name, edge = chosen(4.9, 0.02)
+    assert 0.0 < edge < 0.02 and name == "kept"
+    assert chosen(4.9, 0.0)[0] == "milp"
+    name, edge = chosen(1.0, 0.02)
+    assert edge > 0.02 and name == "milp"
