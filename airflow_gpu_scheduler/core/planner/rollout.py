@@ -65,6 +65,13 @@ class RolloutConfig:
     switch_margin: float = 0.02
     default: str = "milp"
 
+    def __post_init__(self) -> None:
+        if not self.switch_margin >= 0.0:
+            raise ValueError(f"RolloutConfig.switch_margin must be >= 0, got {self.switch_margin!r}")
+        for name in (self.default, *self.candidates):
+            if name not in PREFERENCE:
+                raise ValueError(f"unknown rollout candidate {name!r}; known: {', '.join(PREFERENCE)}")
+
 
 class RolloutPlanner:
     """Plans a cycle with the MILP, then applies the best of the candidate plans by simulated goodput."""

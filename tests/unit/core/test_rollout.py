@@ -1,5 +1,7 @@
 """The rollout: candidate plans followed through Airflow's dispatch on sampled durations; the best is applied."""
 
+import pytest
+
 from airflow_gpu_scheduler.core.estimates import EstimateErrors
 from airflow_gpu_scheduler.core.planner import PlannerConfig
 from airflow_gpu_scheduler.core.planner.lookahead import SampledFuture, follow_plan, sample_futures, score
@@ -195,3 +197,10 @@ def test_the_plan_in_force_is_kept_unless_beaten_by_more_than_the_margin():
     assert chosen(4.9, 0.0)[0] == "milp"
     name, edge = chosen(1.0, 0.02)
     assert edge > 0.02 and name == "milp"
+
+
+def test_a_bad_rollout_config_is_refused_naming_the_field():
+    with pytest.raises(ValueError, match="switch_margin"):
+        RolloutConfig(switch_margin=-0.1)
+    with pytest.raises(ValueError, match="unknown rollout candidate 'fifo'"):
+        RolloutConfig(candidates=("kept", "fifo"))
