@@ -113,7 +113,11 @@ class RolloutPlanner:
         near = [name for name in candidates if scores[name].goodput >= top - 1e-9 * max(1.0, abs(top))]
         best = max(near, key=lambda name: (round(scores[name].busy_gpu_s, 3), -PREFERENCE.index(name)))
         # Hysteresis: the incumbent stays unless beaten by more than the margin (see RolloutConfig).
+        # The plan in force is no incumbent while it holds work the best candidate places: what
+        # arrived since it was made must not wait for another plan to win by the margin.
         incumbent = "kept" if "kept" in candidates else self.rollout.default
+        if incumbent == "kept" and set(candidates["kept"].unplanned) - set(candidates[best].unplanned):
+            incumbent = self.rollout.default
         margin = 1.0 + self.rollout.switch_margin
         if incumbent in candidates and scores[best].goodput <= scores[incumbent].goodput * margin:
             best = incumbent

@@ -199,6 +199,21 @@ def test_the_plan_in_force_is_kept_unless_beaten_by_more_than_the_margin():
     assert edge > 0.02 and name == "milp"
 
 
+def test_the_plan_in_force_does_not_hold_newcomers_by_the_margin():
+    # In force: B (2 GPUs) now, the gang A (4 GPUs) at 1 h. Since then C (1 GPU, 10 min) and D (2 GPUs,
+    # 2 h) arrived, which it does not place. However large the margin, it does not stay by it while
+    # another candidate places them: the plan applied places them all.
+    in_force = plan_of(("B", 0.0), ("A", 3600.0))
+    jobs = [job("A", 4, 3600.0, priority=5), job("B", 2, 3600.0, priority=4), job("C", 1, 600.0), job("D", 2, 7200.0)]
+    planner = RolloutPlanner(PlannerConfig(step_s=60.0), RolloutConfig(switch_margin=1.0))
+    plan = planner.plan(FOUR, jobs, [], 0.0, errors=EXACT, in_force=in_force)
+    assert plan.report.chosen != "kept" and plan.unplanned == ()
+    # With no newcomer, the same margin keeps the plan in force.
+    settled = [j for j in jobs if j.job_id in ("A", "B")]
+    plan = planner.plan(FOUR, settled, [], 0.0, errors=EXACT, in_force=in_force)
+    assert plan.report.chosen == "kept" and [s.job_id for s in plan.starts] == ["B", "A"]
+
+
 def test_a_bad_rollout_config_is_refused_naming_the_field():
     with pytest.raises(ValueError, match="switch_margin"):
         RolloutConfig(switch_margin=-0.1)
