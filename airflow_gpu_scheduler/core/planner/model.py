@@ -186,7 +186,14 @@ def solve_subproblem(
         opt.set_instance(m)
         t2 = time.perf_counter()
         stats.handoff_s += t2 - t1
-        opt.config.time_limit = max(0.05, time_left_s - (t2 - t0))
+        left_s = time_left_s - (t2 - t0)
+        if left_s < MIN_SOLVE_S:
+            # Handing the model to HiGHS used the rest of the budget (a loaded machine
+            # stretches it): starting HiGHS now would only run past the cycle's deadline.
+            stats.last_status = "time_limit"
+            stats.message = f"time limit used up building the model ({t2 - t0:.2f} s); greedy plan used"
+            return None
+        opt.config.time_limit = left_s
         result = opt.solve(m)
     except Exception as error:  # noqa: BLE001 - any solver failure keeps the incumbent
         stats.message = f"HiGHS failed: {type(error).__name__}: {error}"

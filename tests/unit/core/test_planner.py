@@ -139,6 +139,30 @@ def test_highs_is_never_given_more_than_what_is_left_of_the_cycle_budget(monkeyp
     assert "greedy plan used" in tiny.message
 
 
+def test_a_handoff_that_uses_up_the_budget_does_not_start_highs(monkeypatch):
+    # On a loaded machine (CI caught it) handing the model to HiGHS can take longer than
+    # what was left of the cycle: HiGHS must then not be started with a token time limit
+    # past the deadline; the greedy plan is applied, marked as such.
+    import time
+
+    from pyomo.contrib.appsi.solvers import Highs
+
+    solves = []
+    original_set_instance = Highs.set_instance
+
+    def slow_handoff(self, model):
+        original_set_instance(self, model)
+        time.sleep(0.6)
+
+    monkeypatch.setattr(Highs, "set_instance", slow_handoff)
+    monkeypatch.setattr(Highs, "solve", lambda self, model, *a, **k: solves.append(model))
+    jobs = _busy_queue(30)
+    report = MilpPlanner(PlannerConfig(time_limit_s=0.5)).plan(FOUR, jobs, [], 0.0).report
+    assert solves == []
+    assert report.method == "greedy" and report.status == "time_limit"
+    assert "greedy plan used" in report.message
+
+
 def test_whole_cluster_gang_is_planned_despite_the_streaming_reservation():
     # Batch work must leave the streaming reservation free, so a gang of every GPU could never
     # be planned while any reservation stands: with streaming arriving all day it would starve.
