@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from airflow_gpu_scheduler.core.planner.plan import PlannedStart
-from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob, allowed_types
+from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob, allowed_types, runtime_s
 
 if TYPE_CHECKING:
     from airflow_gpu_scheduler.core.planner import Plan
@@ -182,24 +182,56 @@ def levers_for_plan(
         if job.is_streaming:
             streaming_due[start.gpu_type] += job.gpus
 
+    unplaced_endpoints: list[Job] = []
     for job in waiting:
         start = planned.get(job.job_id)
         if start is None and job.is_streaming:
-            # An endpoint that arrived after the plan was made cannot wait for the next solve:
-            # it goes first, to the streaming pool of the allowed type with the most GPUs free.
-            name = endpoint_type(job, cluster, batch_running, streaming_running, claimed)
-            release(job, PlannedStart(job.job_id, name, now_s, now_s, -1, True))
+            unplaced_endpoints.append(job)
         elif start is not None and start.start_s <= now_s + release_ahead_s + 1e-6 and job.submit_s <= now_s + 1e-6:
             release(job, start)
         else:
             assignments[job.job_id] = Assignment(INTAKE_POOL, 0)
             if start is not None:
                 later.append((start.rank, job))
+    free = {t.name: t.count - batch_running[t.name] - streaming_running[t.name] for t in cluster.gpu_types}
+    unmet = {
+        t.name: max(0, plan.streaming_reserve.get(t.name, 0) - streaming_running[t.name]) for t in cluster.gpu_types
+    }
+    # What each GPU type is being drained for: the first held batch job in plan order, if the
+    # GPUs free now are too few for it; and the released batch jobs, whose GPUs an endpoint
+    # given the next free ones would take first (its weight is the highest).
+    drains: dict[str, Drain | None] = dict.fromkeys(cluster.names)
+    due_rate: dict[str, float] = dict.fromkeys(cluster.names, 0.0)
+    for job in waiting:
+        start = planned.get(job.job_id)
+        if start is not None and not job.is_streaming and assignments[job.job_id].pool != INTAKE_POOL:
+            due_rate[start.gpu_type] = max(due_rate[start.gpu_type], job.priority * job.gpus)
+    first_held: set[str] = set()
+    for _, job in sorted(later, key=lambda item: item[0]):
+        start = planned[job.job_id]
+        name = start.gpu_type
+        if job.is_streaming or name in first_held:
+            continue
+        first_held.add(name)
+        if job.gpus > free[name] - claimed[name] - unmet[name]:
+            drains[name] = Drain(max(now_s, start.start_s), job.priority * job.gpus)
+    for job in unplaced_endpoints:
+        # An endpoint that arrived after the plan was made cannot wait for the next solve: it goes
+        # first, to the streaming pool of the allowed type with the most GPUs free, unless that would
+        # delay a more valuable job the plan is draining GPUs for (the next solve weighs the two).
+        options = []
+        for t in allowed_types(job, cluster):
+            drain = drains[t.name]
+            if due_rate[t.name] and claimed[t.name] + job.gpus > free[t.name]:
+                drain = Drain.stronger(drain, Drain(now_s, due_rate[t.name]))
+            if endpoint_may_go(job, t, now_s, unmet[t.name] - streaming_due[t.name], drain):
+                options.append(t)
+        if options:
+            name = endpoint_type(job, cluster, batch_running, streaming_running, claimed, options)
+            release(job, PlannedStart(job.job_id, name, now_s, now_s, -1, True))
+        else:
+            assignments[job.job_id] = Assignment(INTAKE_POOL, 0)
     if release_next:
-        free = {t.name: t.count - batch_running[t.name] - streaming_running[t.name] for t in cluster.gpu_types}
-        unmet = {
-            t.name: max(0, plan.streaming_reserve.get(t.name, 0) - streaming_running[t.name]) for t in cluster.gpu_types
-        }
         blocked: set[str] = set()
         for _, job in sorted(later, key=lambda item: item[0]):
             start = planned[job.job_id]
@@ -250,16 +282,43 @@ def split_pools(
     return batch, streaming
 
 
+class Drain(NamedTuple):
+    """GPUs of a type held idle (or the next ones to free) for a job the plan starts there:
+    when it is planned to start, and what it earns per second (priority x GPUs)."""
+
+    start_s: float
+    rate: float
+
+    @staticmethod
+    def stronger(a: Drain | None, b: Drain) -> Drain:
+        return b if a is None or b.rate > a.rate else a
+
+
+def endpoint_may_go(job: Job, gpu_type: GpuType, now_s: float, reserved_free: int, drain: Drain | None) -> bool:
+    """May an endpoint no plan has placed start on ``gpu_type`` at once?
+
+    Into the streaming reservation, always: that is what it is kept for. Elsewhere unless it
+    would delay a drain for a job that earns more per second than the endpoint (a gang): GPUs
+    held for a gang are the gang's, as EASY backfill keeps its head job's reservation, or a
+    stream of endpoints, each taking a GPU the drain waited for, would postpone it for ever.
+    """
+    if job.gpus <= reserved_free or drain is None or drain.rate <= job.priority * job.gpus:
+        return True
+    return now_s + runtime_s(job, job.planning_estimate_s, gpu_type) <= drain.start_s
+
+
 def endpoint_type(
     job: Job,
     cluster: Cluster,
     batch_running: Mapping[str, int],
     streaming_running: Mapping[str, int],
     claimed: Mapping[str, int],
+    options: Sequence[GpuType] | None = None,
 ) -> str:
-    """Where an endpoint no plan has placed yet goes: the allowed type with the most GPUs free, then the fastest."""
+    """Where an endpoint no plan has placed yet goes: the allowed type (of ``options``) with the most
+    GPUs free, then the fastest."""
     return max(
-        allowed_types(job, cluster),
+        allowed_types(job, cluster) if options is None else options,
         key=lambda t: (t.count - batch_running[t.name] - streaming_running[t.name] - claimed[t.name], t.speed),
     ).name
 

@@ -26,7 +26,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from airflow_gpu_scheduler.core.estimates import EstimateErrors
-from airflow_gpu_scheduler.core.levers import WaitingTask, airflow_dispatch, plan_weight, pool_name, split_pools
+from airflow_gpu_scheduler.core.levers import (
+    Drain,
+    WaitingTask,
+    airflow_dispatch,
+    endpoint_may_go,
+    plan_weight,
+    pool_name,
+    split_pools,
+)
 from airflow_gpu_scheduler.core.planner.plan import Plan
 from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, runtime_s
 
@@ -168,37 +176,67 @@ def follow_plan(
     # Endpoints the plan has not placed are released at once, as the levers do; then the future's.
     arrivals = [j for j in waiting if j.is_streaming and j.job_id not in planned] + list(future.arrivals)
     next_arrival = 0
+    # Endpoints that arrived where every allowed type is draining for a job: they wait for it.
+    deferred: list[Job] = []
     t = now_s
+
+    def free_now(name: str) -> int:
+        return counts[name] - used[batch_pool[name]] - used[streaming_pool[name]]
+
+    def unmet(name: str) -> int:
+        return max(0, reserve.get(name, 0) - used[streaming_pool[name]])
+
+    def release_in_order(due_only: bool) -> None:
+        """Release each type's jobs in plan order: those due, then (``due_only`` False) the next
+        ones while they fit in GPUs free and unclaimed, as the levers do between solves."""
+        for name, jobs in queue.items():
+            while head[name] < len(jobs):
+                job = jobs[head[name]]
+                room = free_now(name) - claimed[name] - (0 if job.is_streaming else unmet(name))
+                if planned[job.job_id].start_s > t + 1e-6 and (due_only or job.gpus > room):
+                    break
+                due[job.job_id] = (job, name)
+                claimed[name] += job.gpus
+                head[name] += 1
+
+    def endpoint_room(name: str, gpus: int) -> tuple[int, Drain | None]:
+        """(reserved GPUs free for an endpoint of ``gpus``, the drain it must not delay) on type ``name``."""
+        drain = None
+        held = next((j for j in queue[name][head[name] :] if not j.is_streaming), None)
+        if held is not None and held.gpus > free_now(name) - claimed[name] - unmet(name):
+            drain = Drain(max(t, planned[held.job_id].start_s), held.priority * held.gpus)
+        due_rate = max((j.priority * j.gpus for j, g in due.values() if g == name and not j.is_streaming), default=0)
+        if due_rate and claimed[name] + gpus > free_now(name):
+            drain = Drain.stronger(drain, Drain(t, due_rate))
+        return unmet(name) - streaming_claimed(due, name), drain
+
     while True:
         while ends and ends[0][0] <= t + 1e-9:
             _, _, pool, gpus = heapq.heappop(ends)
             used[pool] -= gpus
         while next_arrival < len(arrivals) and arrivals[next_arrival].submit_s <= t + 1e-6:
-            # An endpoint that arrives is placed at once by the next solve: first of all, on the
-            # allowed type with the most room for it (the streaming reservation counts).
-            job = arrivals[next_arrival]
+            deferred.append(arrivals[next_arrival])
             next_arrival += 1
-            name = max(
-                allowed_types(job, cluster),
-                key=lambda g: (
-                    counts[g.name] - used[batch_pool[g.name]] - used[streaming_pool[g.name]] - claimed[g.name],
-                    g.speed,
-                ),
-            ).name
-            due[job.job_id] = (job, name)
-            claimed[name] += job.gpus
-            weight[job.job_id] = plan_weight(-1)
-        for name, jobs in queue.items():
-            free = counts[name] - used[batch_pool[name]] - used[streaming_pool[name]]
-            unmet = max(0, reserve.get(name, 0) - used[streaming_pool[name]])
-            while head[name] < len(jobs):
-                job = jobs[head[name]]
-                room = free - claimed[name] - (0 if job.is_streaming else unmet)
-                if planned[job.job_id].start_s > t + 1e-6 and job.gpus > room:
-                    break
+        release_in_order(due_only=True)
+        if deferred:
+            # An endpoint that arrives goes first, as the levers release it (see ``endpoint_may_go``),
+            # on the allowed type with the most room for it; else it waits for the drain it would delay.
+            still = []
+            for job in deferred:
+                options = [
+                    g
+                    for g in allowed_types(job, cluster)
+                    if endpoint_may_go(job, g, t, *endpoint_room(g.name, job.gpus))
+                ]
+                if not options:
+                    still.append(job)
+                    continue
+                name = max(options, key=lambda g: (free_now(g.name) - claimed[g.name], g.speed)).name
                 due[job.job_id] = (job, name)
                 claimed[name] += job.gpus
-                head[name] += 1
+                weight[job.job_id] = plan_weight(-1)
+            deferred = still
+        release_in_order(due_only=False)
         if due:
             slots = _pool_slots(counts, reserve, used, due)
             tasks = [
@@ -227,7 +265,7 @@ def follow_plan(
         if next_arrival < len(arrivals):
             pending.append(arrivals[next_arrival].submit_s)
         upcoming = [min(pending)] if pending else []
-        if ends and (due or pending):  # an end lets a due job start, or the next in order be released
+        if ends and (due or pending or deferred):  # an end lets a due job start, or the next in order be released
             upcoming.append(ends[0][0])
         if not upcoming:
             break
@@ -235,6 +273,11 @@ def follow_plan(
         if t > until_s:
             break
     return started
+
+
+def streaming_claimed(due: Mapping[str, tuple[Job, str]], gpu_type: str) -> int:
+    """GPUs of ``gpu_type`` that released endpoints wait for."""
+    return sum(job.gpus for job, name in due.values() if job.is_streaming and name == gpu_type)
 
 
 def _pool_slots(

@@ -165,3 +165,58 @@ def test_a_waiting_endpoint_gets_the_next_gpu_that_frees_not_the_batch_pool():
 
     tasks = [WaitingTask("next", "gpu_h100", 1, levers.assignments["next"].weight, 0.0, "next")]
     assert airflow_dispatch(tasks, levers.pool_slots, {"gpu_h100": 3, "gpu_h100_streaming": 0}) == []
+
+
+def _drain_setup():
+    """Four GPUs: two run 1-GPU jobs until 600 s and 900 s, a 4-GPU gang is planned at 900 s."""
+    from airflow_gpu_scheduler.core.planner import Plan, PlannedStart, SolveReport
+    from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob
+
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4, "speed": 1.0}}})
+    report = SolveReport("test", "test", 0.0, 0.0, None, None, 0.0)
+    running = [
+        RunningJob(Job("r1", 0, "quantization", 1, estimate_s=600), "h100", 0.0),
+        RunningJob(Job("r2", 0, "quantization", 1, estimate_s=900), "h100", 0.0),
+    ]
+    gang = Job("gang", 0, "training", 4, estimate_s=7200, priority=9)
+    plan = Plan(0.0, (PlannedStart("gang", "h100", 900.0, 8100.0, 0, False),), (), report, {})
+    return cluster, running, gang, plan
+
+
+def test_an_endpoint_the_plan_has_not_placed_does_not_break_a_drain_for_a_more_valuable_gang():
+    # A stream of endpoints, each taking a GPU the drain waits for, would postpone the gang for
+    # ever: an endpoint that would still run at the gang's planned start waits for the next solve.
+    from dataclasses import replace
+
+    from airflow_gpu_scheduler.core.levers import levers_for_plan
+    from airflow_gpu_scheduler.core.workload import Job
+
+    cluster, running, gang, plan = _drain_setup()
+    long_endpoint = Job("endpoint", 10, "realtime_inference", 1, estimate_s=3600, priority=8)
+    levers = levers_for_plan(plan, cluster, [gang, long_endpoint], running, 20.0, release_next=True)
+    assert levers.assignments["endpoint"].pool == INTAKE_POOL
+    # One that ends before the gang's start delays nothing, and goes at once.
+    short = replace(long_endpoint, estimate_s=300)
+    levers = levers_for_plan(plan, cluster, [gang, short], running, 20.0, release_next=True)
+    assert levers.assignments["endpoint"].pool == "gpu_h100_streaming"
+    # The streaming reservation is the endpoint's whatever the plan drains for.
+    reserved = replace(plan, streaming_reserve={"h100": 1})
+    levers = levers_for_plan(reserved, cluster, [gang, long_endpoint], running, 20.0, release_next=True)
+    assert levers.assignments["endpoint"].pool == "gpu_h100_streaming"
+    # A drain for a job that earns less per second than the endpoint does not hold it back.
+    cheap = replace(gang, priority=1, gpus=4)
+    levers = levers_for_plan(plan, cluster, [cheap, replace(long_endpoint, priority=8, gpus=1)], running, 20.0)
+    assert cheap.priority * cheap.gpus < 8 * 1
+    assert levers.assignments["endpoint"].pool == "gpu_h100_streaming"
+
+
+def test_the_look_ahead_holds_an_arriving_endpoint_back_from_a_drain_as_the_levers_do():
+    from airflow_gpu_scheduler.core.planner.lookahead import SampledFuture, follow_plan
+    from airflow_gpu_scheduler.core.workload import Job
+
+    cluster, running, gang, plan = _drain_setup()
+    endpoint = Job("~arrival:0:0", 100, "realtime_inference", 1, estimate_s=3600, priority=8)
+    future = SampledFuture({"r1": 600.0, "r2": 900.0}, {"gang": 1.0}, (endpoint,))
+    started = {s.job.job_id: s.start_s for s in follow_plan(plan, cluster, [gang], running, 0.0, 1e5, future)}
+    # The gang starts when the drain ends; the endpoint after it, when the gang gives the GPUs back.
+    assert started == {"gang": 900.0, "~arrival:0:0": 8100.0}
