@@ -13,9 +13,9 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from airflow_gpu_scheduler.core.planner import objective
 from airflow_gpu_scheduler.core.planner.grid import Capacity
 from airflow_gpu_scheduler.core.planner.objective import (
-    COMPLETION_DISCOUNT,
     LATE_VALUE_FRACTION,
     STREAMING_ON_TIME_BONUS,
     commitment,
@@ -86,7 +86,7 @@ def build_candidates(
                         coef += STREAMING_ON_TIME_BONUS * value
                 else:
                     v = value * LATE_VALUE_FRACTION if end > late_after else value
-                    coef = v * (1.0 - COMPLETION_DISCOUNT * end / horizon - 1e-4 * start / horizon)
+                    coef = v * objective.time_weight(start, end, horizon)
                     if start <= promised_here:
                         coef += cfg.commit_bonus * v
                 stop = bisect_left(points, end - 1e-9, p)  # the grid points before the job's end

@@ -2,10 +2,11 @@
 
 Priority-weighted output first (a job is worth priority x GPUs x estimated duration at
 speed 1.0, and only if it meets its deadline or, when streaming, its wait budget);
-earlier completion second (which is utilization within any window); earlier starts
-break ties. Two promises are priced in: an endpoint started within its wait budget,
-and a batch job kept at the start the previous plan gave it when that start is near
-(so replanning does not waste a drain).
+sooner second: each second of a job's work is discounted by how far ahead it is done, so
+a job is worth its value discounted at its midpoint (the benchmark's weighted goodput over
+a window whose end the planner does not know); earlier starts break ties. Two promises are
+priced in: an endpoint started within its wait budget, and a batch job kept at the start the
+previous plan gave it when that start is near (so replanning does not waste a drain).
 """
 
 from __future__ import annotations
@@ -19,13 +20,24 @@ from airflow_gpu_scheduler.core.workload import Job
 #: A batch job that misses its deadline still runs, but only for the utilization it
 #: brings: worth this fraction of its on-time value.
 LATE_VALUE_FRACTION = 0.02
-#: Completing at the end of the horizon is worth this much less than completing now.
-COMPLETION_DISCOUNT = 0.5
+#: Work done at the end of the horizon is worth this much less than work done now.
+TIME_DISCOUNT = 0.5
 #: A streaming job started within its wait budget is worth this many times its value more
 #: than one started late: real-time work that waits past its budget has lost its users,
-#: while a batch job delayed by it usually still completes (the completion discount is
+#: while a batch job delayed by it usually still completes (the time discount is
 #: only a proxy for utilization and must not outweigh an endpoint served in time).
 STREAMING_ON_TIME_BONUS = 2.0
+
+
+def time_weight(start: float, end: float, horizon: float) -> float:
+    """The share of a batch job's value earned if it runs from ``start`` to ``end`` (offsets from now).
+
+    Work is discounted linearly with how far ahead it is done, so the whole job is discounted at
+    its midpoint. Discounting at the *end* instead (completion time) values a long job's work
+    below a short one's of the same priority: a long training gang then loses its GPUs to
+    shorter, less valuable work, and more of it falls outside any window the plan is judged on.
+    """
+    return 1.0 - TIME_DISCOUNT * (start + end) / (2 * horizon) - 1e-4 * start / horizon
 
 
 def job_value(job: Job) -> float:
