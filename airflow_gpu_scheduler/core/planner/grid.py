@@ -13,9 +13,13 @@ import math
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_gpu_scheduler.core.planner.plan import PlannerConfig
 from airflow_gpu_scheduler.core.workload import Cluster, Job, allowed_types
+
+if TYPE_CHECKING:
+    from airflow_gpu_scheduler.core.planner.candidates import Candidate
 
 
 def start_grid(cfg: PlannerConfig, horizon_s: float, extra_points: Sequence[float] = ()) -> list[float]:
@@ -66,11 +70,18 @@ def room_for_gangs(cluster: Cluster, queued: Sequence[Job], reserve: Mapping[str
 
 @dataclass
 class Capacity:
-    """GPUs free per type at each grid point, after running jobs (and reservation for batch)."""
+    """GPUs free per type at each grid point, after running jobs (and reservation for batch).
+
+    ``penalty`` None: the reservation is hard, batch work never uses it. Else it is soft:
+    batch work may use a reserved GPU at point *i* of type *k* at a cost of
+    ``penalty[k][i]`` (the streaming value it is expected to turn away), so the MILP
+    weighs a gang that needs the reserved GPUs against the endpoints they are kept for.
+    """
 
     points: list[float]
     free: dict[str, list[int]]
     free_batch: dict[str, list[int]]
+    penalty: dict[str, list[float]] | None = None
 
     @classmethod
     def build(
@@ -100,13 +111,40 @@ class Capacity:
 
     def copy(self) -> Capacity:
         return Capacity(
-            self.points, {k: list(v) for k, v in self.free.items()}, {k: list(v) for k, v in self.free_batch.items()}
+            self.points,
+            {k: list(v) for k, v in self.free.items()},
+            {k: list(v) for k, v in self.free_batch.items()},
+            self.penalty,
         )
 
-    def fits(self, gpu_type: str, gpus: int, idx: range, streaming: bool) -> bool:
+    def fits(self, gpu_type: str, gpus: int, idx: range, streaming: bool, soft: bool = False) -> bool:
+        """Do ``gpus`` fit over points ``idx``? ``soft``: batch work may use a soft reservation."""
         if min(self.free[gpu_type][idx.start : idx.stop]) < gpus:
             return False
-        return streaming or min(self.free_batch[gpu_type][idx.start : idx.stop]) >= gpus
+        if streaming or (soft and self.penalty is not None):
+            return True
+        return min(self.free_batch[gpu_type][idx.start : idx.stop]) >= gpus
+
+    def intrusion(self, jobs: Sequence[Job], chosen: Mapping[int, Candidate]) -> dict[str, list[int]]:
+        """GPUs of the reservation that batch work in ``chosen`` (on top of this capacity) uses, per type and point."""
+        used = {k: [0] * len(self.points) for k in self.free}
+        for j, c in chosen.items():
+            if not jobs[j].is_streaming:
+                row = used[c.gpu_type]
+                for i in c.covers:
+                    row[i] += jobs[j].gpus
+        return {k: [max(0, u - b) for u, b in zip(row, self.free_batch[k], strict=True)] for k, row in used.items()}
+
+    def intrusion_cost(self, jobs: Sequence[Job], chosen: Mapping[int, Candidate]) -> float:
+        """What using the soft reservation costs ``chosen`` (0 for a hard one, which it never uses)."""
+        if self.penalty is None:
+            return 0.0
+        return sum(
+            pen * gpus
+            for k, row in self.intrusion(jobs, chosen).items()
+            for pen, gpus in zip(self.penalty[k], row, strict=True)
+            if gpus
+        )
 
     def take(self, gpu_type: str, gpus: int, idx: range, streaming: bool) -> None:
         """Occupy GPUs. Streaming work may use the reservation, so it does not count against

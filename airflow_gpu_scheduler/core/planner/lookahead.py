@@ -69,6 +69,12 @@ class StreamingDemand:
     seen: tuple[Job, ...] = ()
     window_s: float = 0.0
 
+    def value_rate(self) -> float:
+        """Priority-weighted GPU-seconds the endpoints seen brought per second of the window."""
+        if not self.seen or self.window_s <= 0:
+            return 0.0
+        return sum(job.priority * job.work for job in self.seen) / self.window_s
+
     def sample(self, now_s: float, lookahead_s: float, rng: random.Random, prefix: str) -> tuple[Job, ...]:
         """Poisson arrivals at the recent rate, each a copy of a recently seen endpoint."""
         if not self.seen or self.window_s <= 0:

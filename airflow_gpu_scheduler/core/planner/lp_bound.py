@@ -54,7 +54,8 @@ def lp_relaxation(
         add_le_row(h, [(c, 1.0) for c in cols], 1.0)
     for (name, i), entries in cap_rows.items():
         add_le_row(h, entries, capacity.free[name][i])
-    for (name, i), entries in batch_rows.items():
+    # A soft reservation has no batch rows here: dropping its penalty only raises the bound.
+    for (name, i), entries in batch_rows.items() if capacity.penalty is None else ():
         if capacity.free_batch[name][i] < capacity.free[name][i]:
             add_le_row(h, entries, capacity.free_batch[name][i])
     h.run()

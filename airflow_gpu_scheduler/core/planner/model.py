@@ -3,7 +3,8 @@
 Variables: a binary start per candidate. Constraints: ``one_start_per_job``;
 ``capacity[k, p]``: the gangs of every job running at point *p* fit the GPUs of type *k*
 left by already-running (and fixed) jobs; ``batch_capacity[k, p]``: batch work leaves
-the streaming reservation free. HiGHS runs through Pyomo's ``appsi_highs`` interface,
+the streaming reservation free (or, when it is soft, pays for the reserved GPUs it uses:
+a variable ``intrude[k, p]`` priced in the objective). HiGHS runs through Pyomo's ``appsi_highs`` interface,
 warm-started from the incumbent, under the time left, a node limit and a gap target.
 """
 
@@ -102,9 +103,42 @@ def build_model(
         return linear(terms, [gpus[j] for j, _ in terms]) <= limit
 
     m.capacity = pyo.Constraint(m.CAPACITY_POINTS, rule=capacity_rule)
-    m.BATCH_POINTS = pyo.Set(initialize=sorted(covering), dimen=2, ordered=True)
-    m.batch_capacity = pyo.Constraint(m.BATCH_POINTS, rule=batch_capacity_rule)
-    m.value = pyo.Objective(expr=linear(index, [candidates[j][n].coefficient for j, n in index]), sense=pyo.maximize)
+    value = linear(index, [candidates[j][n].coefficient for j, n in index])
+    if room.penalty is None:
+        m.BATCH_POINTS = pyo.Set(initialize=sorted(covering), dimen=2, ordered=True)
+        m.batch_capacity = pyo.Constraint(m.BATCH_POINTS, rule=batch_capacity_rule)
+    else:
+        # A soft reservation: batch work may exceed what it leaves free by ``intrude[k, i]``
+        # reserved GPUs (at most those the reservation holds there), each at its penalty.
+        penalty = room.penalty
+        soft_keys = [
+            key
+            for key in sorted(covering)
+            if batch_capacity_rule(m, *key) is not pyo.Constraint.Skip and penalty[key[0]][key[1]] > 0
+        ]
+        m.BATCH_POINTS = pyo.Set(initialize=soft_keys, dimen=2, ordered=True)
+
+        def reserved(m, gpu_type, i):
+            return (0, max(0, room.free[gpu_type][i] - room.free_batch[gpu_type][i]))
+
+        m.intrude = pyo.Var(m.BATCH_POINTS, domain=pyo.NonNegativeReals, bounds=reserved)
+
+        def soft_rule(m, gpu_type, i):
+            terms = [(j, n) for j, n in covering[gpu_type, i] if not streaming[j]]
+            row = LinearExpression(
+                constant=0,
+                linear_coefs=[gpus[j] for j, _ in terms] + [-1.0],
+                linear_vars=[start[k] for k in terms] + [m.intrude[gpu_type, i]],
+            )
+            return row <= room.free_batch[gpu_type][i]
+
+        m.batch_capacity = pyo.Constraint(m.BATCH_POINTS, rule=soft_rule)
+        value = LinearExpression(
+            constant=0,
+            linear_coefs=[candidates[j][n].coefficient for j, n in index] + [-penalty[k][i] for k, i in soft_keys],
+            linear_vars=[start[k] for k in index] + [m.intrude[k] for k in soft_keys],
+        )
+    m.value = pyo.Objective(expr=value, sense=pyo.maximize)
     return m, nnz, len(m.JOBS) + len(m.capacity) + len(m.batch_capacity)
 
 
@@ -134,7 +168,7 @@ def solve_subproblem(
         for j in free_jobs
         for n, c in enumerate(candidates[j])
         if c is incumbent.get(j)
-        or (c.point in stretch and room.fits(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming))
+        or (c.point in stretch and room.fits(c.gpu_type, jobs[j].gpus, c.covers, jobs[j].is_streaming, soft=True))
     ]
     if not index:
         return None
@@ -142,12 +176,14 @@ def solve_subproblem(
     # Warm start: the incumbent's starts of the freed jobs (feasible by construction).
     for key in index:
         m.start[key].value = 0
-    before = 0.0
-    for j in free_jobs:
-        warm = incumbent.get(j)
-        if warm is not None:
-            m.start[j, candidates[j].index(warm)].value = 1
-            before += warm.coefficient
+    warm_plan = {j: incumbent[j] for j in free_jobs if j in incumbent}
+    for j, warm in warm_plan.items():
+        m.start[j, candidates[j].index(warm)].value = 1
+    if room.penalty is not None:
+        used = room.intrusion(jobs, warm_plan)
+        for k, i in m.BATCH_POINTS:
+            m.intrude[k, i].value = used[k][i]
+    before = plan_value(room, jobs, warm_plan)
     build_s = time.perf_counter() - t0
     stats.build_s += build_s
     stats.variables, stats.constraints, stats.nonzeros = (
@@ -211,14 +247,18 @@ def solve_subproblem(
         return None
     result.solution_loader.load_vars()
     chosen = {j: c for j, c in incumbent.items() if j not in free_set}
-    after = 0.0
-    for j, n in index:
-        if (m.start[j, n].value or 0) > 0.5:
-            chosen[j] = candidates[j][n]
-            after += candidates[j][n].coefficient
+    freed = {j: candidates[j][n] for j, n in index if (m.start[j, n].value or 0) > 0.5}
+    after = plan_value(room, jobs, freed)
     if after < before - 1e-9:
         return None
+    chosen.update(freed)
     if bound is not None:
         # The bound is on the freed jobs; the fixed ones add their value to both sides.
         bound += sum(c.coefficient for j, c in chosen.items() if j not in free_set)
     return chosen, status, bound, after - before
+
+
+def plan_value(room: Capacity, jobs: Sequence[Job], chosen: Mapping[int, Candidate]) -> float:
+    """The MILP's objective for ``chosen`` placed into ``room``: its starts' values, less what
+    using a soft streaming reservation costs."""
+    return sum(c.coefficient for c in chosen.values()) - room.intrusion_cost(jobs, chosen)

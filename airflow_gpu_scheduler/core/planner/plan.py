@@ -33,6 +33,11 @@ class PlannerConfig:
         than ``commit_bonus`` of its value by moving it (see
         :func:`~airflow_gpu_scheduler.core.planner.objective.commitment`).
     :param commit_bonus: what breaking such a commitment costs, as a fraction of the job's value.
+    :param reserve_penalty: None: the streaming reservation is hard (batch work never uses it).
+        A number: it is soft, and batch work may use a reserved GPU for this multiple of the
+        streaming value it is expected to turn away (the recent endpoints' value per second,
+        shared over the reserved GPUs no endpoint holds; see
+        :class:`~airflow_gpu_scheduler.core.planner.grid.Capacity`).
     """
 
     step_s: float = 300.0
@@ -48,6 +53,7 @@ class PlannerConfig:
     max_window_passes: int = 3
     commit_horizon_s: float = 3600.0
     commit_bonus: float = 0.5
+    reserve_penalty: float | None = None
     use_solver: bool = True
 
 

@@ -100,7 +100,8 @@ class RolloutPlanner:
         promises are priced into the MILP, see :class:`MilpPlanner`); ``in_force``: that plan
         itself, a candidate; ``errors``: what completed jobs showed (default: a log-normal guess);
         ``demand``: the endpoints seen recently, from which the futures draw new arrivals."""
-        plans = self.milp.plans(cluster, queued, running, now_s, streaming_reserve, previous)
+        rate = demand.value_rate() if demand is not None else 0.0
+        plans = self.milp.plans(cluster, queued, running, now_s, streaming_reserve, previous, streaming_value_rate=rate)
         milp = plans.milp
         if not self.rollout.enabled or not queued:
             return milp
@@ -146,7 +147,8 @@ class RolloutPlanner:
         """The plans to compare, by name (duplicates of the MILP's plan left out)."""
         from airflow_gpu_scheduler.core.policies.backfill import EasyBackfillPolicy
 
-        reserve = milp.streaming_reserve
+        # The greedy plan never uses the reservation (even a soft one): the heuristics keep it whole.
+        reserve = greedy.streaming_reserve
         wanted = set(self.rollout.candidates)
         out = {"milp": milp}
         until = now_s + self.rollout.lookahead_s
@@ -169,7 +171,9 @@ class RolloutPlanner:
             kept = tuple(s for s in in_force.starts if s.job_id in still)
             if kept:
                 placed = {s.job_id for s in kept}
-                out["kept"] = Plan(now_s, kept, tuple(j for j in waiting if j not in placed), in_force.report, reserve)
+                # A plan that used a soft reservation keeps the GPUs it took from it.
+                held = {k: min(r, in_force.streaming_reserve.get(k, r)) for k, r in reserve.items()}
+                out["kept"] = Plan(now_s, kept, tuple(j for j in waiting if j not in placed), in_force.report, held)
         if "backfill_live" in wanted:
             assert live is not None  # made above whenever it is wanted
             out["backfill_live"] = live

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from airflow_gpu_scheduler.core.planner.candidates import Candidate
 from airflow_gpu_scheduler.core.planner.grid import Capacity
-from airflow_gpu_scheduler.core.planner.model import MIN_SOLVE_S, SolveStats, solve_subproblem
+from airflow_gpu_scheduler.core.planner.model import MIN_SOLVE_S, SolveStats, plan_value, solve_subproblem
 from airflow_gpu_scheduler.core.planner.plan import PlannerConfig, SolveReport
 from airflow_gpu_scheduler.core.workload import Job
 
@@ -81,7 +81,7 @@ def improve(
             or deadline - time.perf_counter() < MIN_SOLVE_S
         ):
             break
-    objective = sum(c.coefficient for c in incumbent.values())
+    objective = plan_value(capacity, jobs, incumbent)
     if stats.subproblems == 0:
         msg = stats.message or f"time limit {cfg.time_limit_s:g} s used up before the MILP; greedy plan used"
         return greedy, SolveReport(

@@ -93,7 +93,8 @@ def test_a_failing_solver_gives_the_greedy_plan_marked_as_such(monkeypatch):
 
     monkeypatch.setattr(Highs, "solve", broken)
     jobs = _busy_queue(30)
-    plan = MilpPlanner(PlannerConfig(time_limit_s=2.0)).plan(FOUR, jobs, [], 0.0)
+    # A budget no loaded machine uses up building the model, so HiGHS is always reached (and fails).
+    plan = MilpPlanner(PlannerConfig(time_limit_s=30.0)).plan(FOUR, jobs, [], 0.0)
     assert plan.report.method == "greedy" and plan.report.status == "error"
     assert "injected: HiGHS crashed" in plan.report.message
     assert len(plan.starts) + len(plan.unplanned) == len(jobs) and plan.starts
@@ -230,3 +231,70 @@ def test_a_promise_binds_only_once_gpus_sit_idle_for_it():
     fresh = planner.plan(FOUR, [gang, newcomer], running, 0.0).by_job()
     assert fresh["newcomer"].start_s == 600.0 and fresh["gang"].start_s == 4200.0
     assert planner.plan(FOUR, [gang, newcomer], running, 0.0, previous={"gang": 600.0}).by_job() == fresh
+
+
+# --------------------------------------------------------------------------- a soft streaming reservation
+
+
+def test_soft_reservation_lets_a_gang_use_reserved_gpus_only_where_it_is_worth_more_than_the_streams():
+    # One GPU is reserved for endpoints. Four 1-GPU jobs of priority 3 for an hour: a hard
+    # reservation starts three now and one after an hour. A soft one prices the reserved GPU by
+    # what endpoints brought per second recently: cheap streams let the fourth job start now
+    # (and the plan hands the GPU to batch work), valuable ones keep it free. Starting the fourth
+    # job an hour sooner is worth 10800 * 0.5 * 3600 / 86400 = 225 (its discount); the reserved
+    # GPU-hour costs about 3600 x the streams' value per second.
+    from airflow_gpu_scheduler.core.levers import levers_for_plan, pool_name
+
+    jobs = [est(f"b{i}", 1, 3600, 3) for i in range(4)]
+    soft = MilpPlanner(PlannerConfig(mip_rel_gap=0.0, reserve_penalty=1.0))
+    cheap = soft.plans(FOUR, jobs, [], 0.0, {"h100": 1}, streaming_value_rate=0.01).milp
+    assert all(s.start_s == 0.0 for s in cheap.starts)
+    assert cheap.streaming_reserve == {"h100": 0}
+    levers = levers_for_plan(cheap, FOUR, jobs, [], 0.0)
+    assert levers.pool_slots[pool_name("h100")] == 4 and levers.pool_slots[pool_name("h100", True)] == 0
+    # The objective pays for the reserved GPU-hour: 3 * 3600 for the job, less the streams' value.
+    hard = MilpPlanner(PlannerConfig(mip_rel_gap=0.0)).plan(FOUR, jobs, [], 0.0, {"h100": 1})
+    assert cheap.report.objective > hard.report.objective
+    # The LP bound drops a soft reservation's rows (and its price): still a bound on either plan.
+    bound, _ = soft.lp_bound(FOUR, jobs, [], 0.0, {"h100": 1})
+    assert bound is not None and bound >= cheap.report.objective - 1e-6
+    costly = soft.plans(FOUR, jobs, [], 0.0, {"h100": 1}, streaming_value_rate=1.0).milp
+    assert sum(1 for s in costly.starts if s.start_s == 0.0) == 3
+    assert costly.streaming_reserve == {"h100": 1}
+    # Without streams seen, nothing is priced: the reservation costs nothing to use.
+    free = soft.plans(FOUR, jobs, [], 0.0, {"h100": 1}).milp
+    assert all(s.start_s == 0.0 for s in free.starts)
+
+
+def test_soft_reservation_is_paid_only_for_gpus_no_endpoint_holds():
+    # An endpoint holds the reserved GPU: batch work cannot use it (it is not free at all), and
+    # the reservation is spread over no spare GPU, so no penalty applies and no plan breaks.
+    endpoint = RunningJob(Job("ep", 0.0, "realtime_inference", 1, estimate_s=7200, priority=5), "h100", start_s=0.0)
+    jobs = [est(f"b{i}", 1, 3600, 3) for i in range(4)]
+    soft = MilpPlanner(PlannerConfig(mip_rel_gap=0.0, reserve_penalty=1.0))
+    plan = soft.plans(FOUR, jobs, [endpoint], 0.0, {"h100": 1}, streaming_value_rate=1.0).milp
+    assert sum(1 for s in plan.starts if s.start_s == 0.0) == 3
+    assert plan.report.objective > 0
+
+
+def test_windowed_search_prices_the_soft_reservation_like_the_whole_milp():
+    # The same queue solved as one MILP and window by window: both pay for every reserved GPU
+    # their plan uses, so the windows never accept a step that only looks better for ignoring it.
+    from airflow_gpu_scheduler.core.planner.model import plan_value
+
+    jobs = [est(f"j{i}", 1 + i % 2, 1200 + 600 * (i % 5), 1 + i % 4) for i in range(40)]  # all fit beside it
+    cfg = PlannerConfig(reserve_penalty=1.0, max_milp_vars=50, window_vars=40)
+    planner = MilpPlanner(cfg)
+    plans = planner.plans(FOUR, jobs, [], 0.0, {"h100": 2}, streaming_value_rate=0.001)
+    assert plans.milp.report.method == "milp-windows"
+    cycle = planner.prepare(FOUR, jobs, [], 0.0, {"h100": 2}, {}, 0.001)
+    index = {job.job_id: j for j, job in enumerate(cycle.jobs)}
+    points = cycle.capacity.points
+    chosen = {}
+    for s in plans.milp.starts:
+        j = index[s.job_id]
+        chosen[j] = next(c for c in cycle.candidates[j] if points[c.point] == s.start_s and c.gpu_type == s.gpu_type)
+    used = cycle.capacity.intrusion(cycle.jobs, chosen)["h100"]
+    assert any(used) and cycle.capacity.intrusion_cost(cycle.jobs, chosen) > 0
+    assert abs(plan_value(cycle.capacity, cycle.jobs, chosen) - plans.milp.report.objective) < 1e-6
+    assert plans.milp.report.objective >= plans.milp.report.greedy_objective - 1e-6
