@@ -171,8 +171,11 @@ class RolloutPlanner:
             kept = tuple(s for s in in_force.starts if s.job_id in still)
             if kept:
                 placed = {s.job_id for s in kept}
-                # A plan that used a soft reservation keeps the GPUs it took from it.
-                held = {k: min(r, in_force.streaming_reserve.get(k, r)) for k, r in reserve.items()}
+                # A plan that used a soft reservation keeps the GPUs it took from it; a hard one
+                # is this cycle's reservation, whatever the plan in force held.
+                held = dict(reserve)
+                if self.milp.config.reserve_penalty is not None:
+                    held = {k: min(r, in_force.streaming_reserve.get(k, r)) for k, r in reserve.items()}
                 out["kept"] = Plan(now_s, kept, tuple(j for j in waiting if j not in placed), in_force.report, held)
         if "backfill_live" in wanted:
             assert live is not None  # made above whenever it is wanted

@@ -219,3 +219,16 @@ def test_a_bad_rollout_config_is_refused_naming_the_field():
         RolloutConfig(switch_margin=-0.1)
     with pytest.raises(ValueError, match="unknown rollout candidate 'fifo'"):
         RolloutConfig(candidates=("kept", "fifo"))
+
+
+@pytest.mark.parametrize(("penalty", "held"), [(None, 2), (1.0, 0)])
+def test_the_plan_in_force_keeps_this_cycles_reservation_unless_it_is_soft(penalty, held):
+    # In force: a plan made when no endpoint was expected (no reservation). Now two GPUs are
+    # reserved. A hard reservation binds the kept plan like any other; only a soft one lets the
+    # kept plan hold on to the GPUs it took from it.
+    in_force = plan_of(("B", 0.0), ("A", 3600.0), reserve={"h100": 0})
+    jobs = [job("A", 2, 3600.0, priority=5), job("B", 2, 3600.0, priority=4)]
+    planner = RolloutPlanner(PlannerConfig(reserve_penalty=penalty))
+    plans = planner.milp.plans(FOUR, jobs, [], 0.0, {"h100": 2})
+    out = planner.candidates(FOUR, jobs, [], 0.0, plans.milp, plans.greedy, in_force, EXACT)
+    assert out["kept"].streaming_reserve == {"h100": held}
