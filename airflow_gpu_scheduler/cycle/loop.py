@@ -60,7 +60,7 @@ class PlanningLoop:
                 previous=promises,
                 errors=seen.estimate_errors(),
                 in_force=self.rule.plan,
-                demand=seen.streaming_demand(),
+                demand=seen.recent_demand(),
             )
             self.rule.solved(plan, workload.queued, workload.running, now_s)
             self.solves += 1

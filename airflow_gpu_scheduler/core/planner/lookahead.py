@@ -8,8 +8,10 @@ pools split into batch and streaming slots), and Airflow's rule decides what sta
 not fit is skipped and smaller later ones may pass). Jobs then run for a *sampled*
 duration, not their estimate, so a plan that only works when every estimate is right
 (a gang promised GPUs that a late job still holds, small jobs slipping in meanwhile)
-scores what it would really get. No new arrivals are simulated: what arrives later
-meets every candidate alike.
+scores what it would really get. Endpoints arrive at the rate seen recently (a plan
+decides now whether GPUs are kept free for them); batch work arrives too when the rollout
+asks for it, and is placed as the next solve would rank it: ahead of the work of lower
+priority not yet released. Every candidate meets the same arrivals.
 
 The score is the benchmark's weighted goodput (priority x GPUs x work done, pro rata, for
 batch jobs that meet their deadline; served seconds for endpoints started within their
@@ -52,9 +54,9 @@ class SampledFuture:
     """One draw of the future, shared by every candidate (common random numbers).
 
     ``running_end``: when each running job ends (absolute seconds); ``ratio``: actual over
-    estimated runtime of each waiting job; ``arrivals``: real-time endpoints that arrive
-    meanwhile (their estimate is their runtime), the one kind of future work whose waiting
-    a plan decides now, by keeping GPUs free for it or not.
+    estimated runtime of each waiting job; ``arrivals``: work that arrives meanwhile, in
+    submit order: real-time endpoints (their estimate is their runtime) and, if asked for,
+    batch jobs; a plan decides now whether GPUs are kept free for them.
     """
 
     running_end: Mapping[str, float]
@@ -63,11 +65,13 @@ class SampledFuture:
 
 
 @dataclass(frozen=True)
-class StreamingDemand:
-    """Endpoints seen recently (each with its actual runtime as its estimate) and over how long."""
+class RecentDemand:
+    """Work seen arriving recently, and over how long: endpoints that started (``seen``, each with
+    its actual runtime as its estimate) and batch jobs submitted (``batch``, as estimated)."""
 
     seen: tuple[Job, ...] = ()
     window_s: float = 0.0
+    batch: tuple[Job, ...] = ()
 
     def value_rate(self) -> float:
         """Priority-weighted GPU-seconds the endpoints seen brought per second of the window."""
@@ -77,17 +81,30 @@ class StreamingDemand:
 
     def sample(self, now_s: float, lookahead_s: float, rng: random.Random, prefix: str) -> tuple[Job, ...]:
         """Poisson arrivals at the recent rate, each a copy of a recently seen endpoint."""
-        if not self.seen or self.window_s <= 0:
-            return ()
-        rate = len(self.seen) / self.window_s
-        out: list[Job] = []
-        t = now_s
-        while True:
-            t += rng.expovariate(rate)
-            if t >= now_s + lookahead_s:
-                return tuple(out)
-            like = rng.choice(self.seen)
-            out.append(replace(like, job_id=f"{prefix}{len(out)}", submit_s=t, deadline_s=None))
+        return _copies(self.seen, self.window_s, now_s, lookahead_s, rng, prefix)
+
+    def sample_batch(self, now_s: float, lookahead_s: float, rng: random.Random, prefix: str) -> tuple[Job, ...]:
+        """Poisson arrivals at the recent rate, each a copy of a recently submitted batch job
+        (a deadline as far after its submission as the original's)."""
+        return _copies(self.batch, self.window_s, now_s, lookahead_s, rng, f"{prefix}b")
+
+
+def _copies(
+    like: Sequence[Job], window_s: float, now_s: float, lookahead_s: float, rng: random.Random, prefix: str
+) -> tuple[Job, ...]:
+    """Copies of ``like``'s jobs arriving as a Poisson process at the rate they came over ``window_s``."""
+    if not like or window_s <= 0:
+        return ()
+    rate = len(like) / window_s
+    out: list[Job] = []
+    t = now_s
+    while True:
+        t += rng.expovariate(rate)
+        if t >= now_s + lookahead_s:
+            return tuple(out)
+        job = rng.choice(like)
+        deadline = None if job.deadline_s is None or job.is_streaming else t + (job.deadline_s - job.submit_s)
+        out.append(replace(job, job_id=f"{prefix}{len(out)}", submit_s=t, deadline_s=deadline))
 
 
 def sample_futures(
@@ -98,11 +115,14 @@ def sample_futures(
     errors: EstimateErrors,
     samples: int,
     seed: int = 0,
-    demand: StreamingDemand | None = None,
+    demand: RecentDemand | None = None,
     lookahead_s: float = 0.0,
+    batch_arrivals: bool = False,
 ) -> list[SampledFuture]:
     """``samples`` futures; job ``x``'s draw in sample ``k`` depends only on (seed, x, k), so the
-    same job keeps its draw from cycle to cycle and decisions do not flicker with the noise."""
+    same job keeps its draw from cycle to cycle and decisions do not flicker with the noise.
+    ``batch_arrivals``: the futures also bring batch work like that submitted recently (its own
+    random stream, so the endpoints drawn are the same either way)."""
     futures = []
     for k in range(samples):
         arrivals = (
@@ -112,6 +132,11 @@ def sample_futures(
                 now_s, lookahead_s, random.Random(f"{seed}:arrivals:{k}:{now_s:.0f}"), f"{ARRIVAL_PREFIX}{k}:"
             )
         )
+        if demand is not None and batch_arrivals:
+            batch = demand.sample_batch(
+                now_s, lookahead_s, random.Random(f"{seed}:batch:{k}:{now_s:.0f}"), f"{ARRIVAL_PREFIX}{k}:"
+            )
+            arrivals = tuple(sorted(arrivals + batch, key=lambda j: j.submit_s))
         ends: dict[str, float] = {}
         for r in running:
             rng = random.Random(f"{seed}:{r.job.job_id}:{k}")
@@ -178,6 +203,7 @@ def follow_plan(
     claimed = dict.fromkeys(counts, 0)
     due: dict[str, tuple[Job, str]] = {}
     weight = {job_id: plan_weight(start.rank) for job_id, start in planned.items()}
+    start_of = {job_id: start.start_s for job_id, start in planned.items()}
     started: list[Started] = []
     # Endpoints the plan has not placed are released at once, as the levers do; then the future's.
     arrivals = [j for j in waiting if j.is_streaming and j.job_id not in planned] + list(future.arrivals)
@@ -199,7 +225,7 @@ def follow_plan(
             while head[name] < len(jobs):
                 job = jobs[head[name]]
                 room = free_now(name) - claimed[name] - (0 if job.is_streaming else unmet(name))
-                if planned[job.job_id].start_s > t + 1e-6 and (due_only or job.gpus > room):
+                if start_of[job.job_id] > t + 1e-6 and (due_only or job.gpus > room):
                     break
                 due[job.job_id] = (job, name)
                 claimed[name] += job.gpus
@@ -210,18 +236,35 @@ def follow_plan(
         drain = None
         held = next((j for j in queue[name][head[name] :] if not j.is_streaming), None)
         if held is not None and held.gpus > free_now(name) - claimed[name] - unmet(name):
-            drain = Drain(max(t, planned[held.job_id].start_s), held.priority * held.gpus)
+            drain = Drain(max(t, start_of[held.job_id]), held.priority * held.gpus)
         due_rate = max((j.priority * j.gpus for j, g in due.values() if g == name and not j.is_streaming), default=0)
         if due_rate and claimed[name] + gpus > free_now(name):
             drain = Drain.stronger(drain, Drain(t, due_rate))
         return unmet(name) - streaming_claimed(due, name), drain
+
+    def admit(job: Job) -> None:
+        """A batch job that arrives: the next solve places it ahead of the not yet released work of
+        lower priority on the allowed type with the most room, as the MILP ranks by value."""
+        fits = [g for g in allowed_types(job, cluster) if g.count >= job.gpus]
+        if not fits:
+            return
+        name = max(fits, key=lambda g: (free_now(g.name) - claimed[g.name], g.speed)).name
+        jobs = queue[name]
+        at = next((i for i in range(head[name], len(jobs)) if jobs[i].priority < job.priority), len(jobs))
+        jobs.insert(at, job)
+        start_of[job.job_id] = t
+        # Just above the job it goes before (weights are WEIGHT_STEP apart), so it starts first.
+        weight[job.job_id] = weight[jobs[at + 1].job_id] + 1 if at + 1 < len(jobs) else plan_weight(len(planned))
 
     while True:
         while ends and ends[0][0] <= t + 1e-9:
             _, _, pool, gpus = heapq.heappop(ends)
             used[pool] -= gpus
         while next_arrival < len(arrivals) and arrivals[next_arrival].submit_s <= t + 1e-6:
-            deferred.append(arrivals[next_arrival])
+            if arrivals[next_arrival].is_streaming:
+                deferred.append(arrivals[next_arrival])
+            else:
+                admit(arrivals[next_arrival])
             next_arrival += 1
         release_in_order(due_only=True)
         if deferred:
@@ -267,7 +310,7 @@ def follow_plan(
                 started.append(Started(job, gpu_type, t, runtime, speeds[gpu_type]))
                 seq += 1
                 heapq.heappush(ends, (t + runtime, seq, pool, job.gpus))
-        pending = [planned[jobs[head[name]].job_id].start_s for name, jobs in queue.items() if head[name] < len(jobs)]
+        pending = [start_of[jobs[head[name]].job_id] for name, jobs in queue.items() if head[name] < len(jobs)]
         if next_arrival < len(arrivals):
             pending.append(arrivals[next_arrival].submit_s)
         upcoming = [min(pending)] if pending else []

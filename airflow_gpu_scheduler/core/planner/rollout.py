@@ -16,6 +16,7 @@ so the MILP only has to win where it can.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -23,15 +24,27 @@ from dataclasses import dataclass, replace
 
 from airflow_gpu_scheduler.core.estimates import EstimateErrors
 from airflow_gpu_scheduler.core.planner.live import follow_rule
-from airflow_gpu_scheduler.core.planner.lookahead import Score, StreamingDemand, follow_plan, sample_futures, score
+from airflow_gpu_scheduler.core.planner.lookahead import RecentDemand, Score, follow_plan, sample_futures, score
 from airflow_gpu_scheduler.core.planner.milp import MilpPlanner
 from airflow_gpu_scheduler.core.planner.plan import Plan, PlannerConfig
 from airflow_gpu_scheduler.core.planner.projection import projected_plan
-from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, runtime_s
+from airflow_gpu_scheduler.core.workload import Cluster, Job, RunningJob, allowed_types, runtime_s
 
 #: On a tie, the earlier candidate wins: keeping the plan in force costs no churn, and the
 #: MILP's plan is the one whose reasons the review page explains best.
-PREFERENCE = ("kept", "milp", "backfill_live", "backfill", "greedy", "backfill_cautious", "backfill_unreserved")
+PREFERENCE = (
+    "kept",
+    "milp",
+    "backfill_live",
+    "backfill",
+    "greedy",
+    "backfill_cautious",
+    "backfill_unreserved",
+    "hold",
+)
+#: A batch job is held (the ``hold`` candidate) when work of higher priority is more likely than
+#: not to be submitted while it would run: arrivals at the recent rate, odds of one or more >= 1/2.
+HOLD_ODDS = math.log(2.0)
 #: The quantile of a running job's runtime that the cautious candidate drains by.
 CAUTIOUS_QUANTILE = 0.9
 
@@ -50,10 +63,13 @@ class RolloutConfig:
     :param candidates: the base plans compared besides the MILP's (see :data:`PREFERENCE`).
     :param switch_margin: the plan in force (``kept``; with none, ``default``) is replaced only by a
         candidate whose expected goodput beats it by more than this fraction. The look-ahead is
-        an imperfect model (no batch arrivals, a few samples), so the best of several scores is
+        an imperfect model (by default no batch arrivals; a few samples), so the best of several scores is
         biased upwards (the winner's curse) and a switch on a small edge is as likely to lose as
         to win; switching also breaks the promises the plan in force made.
     :param default: the incumbent when no plan is in force.
+    :param batch_arrivals: the futures also bring batch work at the rate it was submitted recently,
+        so that a candidate keeping GPUs free for it (``hold``) can be valued; off by default
+        (docs/benchmark.md: it did not pay on the tuning seeds).
     """
 
     samples: int = 8
@@ -64,6 +80,7 @@ class RolloutConfig:
     candidates: tuple[str, ...] = ("kept", "backfill", "greedy")
     switch_margin: float = 0.02
     default: str = "milp"
+    batch_arrivals: bool = False
 
     def __post_init__(self) -> None:
         if not self.switch_margin >= 0.0:
@@ -71,6 +88,9 @@ class RolloutConfig:
         for name in (self.default, *self.candidates):
             if name not in PREFERENCE:
                 raise ValueError(f"unknown rollout candidate {name!r}; known: {', '.join(PREFERENCE)}")
+        if "hold" in self.candidates and not self.batch_arrivals:
+            # Futures without batch work could only ever score holding as a loss.
+            raise ValueError("RolloutConfig: the 'hold' candidate needs batch_arrivals=True")
 
 
 class RolloutPlanner:
@@ -94,7 +114,7 @@ class RolloutPlanner:
         previous: Mapping[str, float] | None = None,
         errors: EstimateErrors | None = None,
         in_force: Plan | None = None,
-        demand: StreamingDemand | None = None,
+        demand: RecentDemand | None = None,
     ) -> Plan:
         """The cycle's plan. ``previous``: the planned starts of the plan in force (its near-term
         promises are priced into the MILP, see :class:`MilpPlanner`); ``in_force``: that plan
@@ -107,7 +127,9 @@ class RolloutPlanner:
             return milp
         t0 = time.perf_counter()
         errors = errors or EstimateErrors()
-        candidates = self.candidates(cluster, queued, running, now_s, plans.milp, plans.greedy, in_force, errors)
+        candidates = self.candidates(
+            cluster, queued, running, now_s, plans.milp, plans.greedy, in_force, errors, demand
+        )
         scores = self.evaluate(candidates, cluster, queued, running, now_s, errors, demand)
         # Goodput decides; within a hair of the best (sampling noise), utilization, then PREFERENCE.
         top = max(s.goodput for s in scores.values())
@@ -143,6 +165,7 @@ class RolloutPlanner:
         greedy: Plan,
         in_force: Plan | None,
         errors: EstimateErrors | None = None,
+        demand: RecentDemand | None = None,
     ) -> dict[str, Plan]:
         """The plans to compare, by name (duplicates of the MILP's plan left out)."""
         from airflow_gpu_scheduler.core.policies.backfill import EasyBackfillPolicy
@@ -199,6 +222,15 @@ class RolloutPlanner:
             out["backfill_unreserved"] = projected_plan(
                 EasyBackfillPolicy(), cluster, queued, running, now_s, until, none, "backfill_unreserved"
             )
+        if "hold" in wanted and demand is not None:
+            # Starting long work of low priority is a bet that nothing more important comes while it
+            # runs; the futures' batch arrivals say whether keeping its GPUs free pays.
+            passed = _likely_passed(queued, cluster, demand) & {s.job_id for s in milp.starts}
+            if passed:
+                starts = tuple(s for s in milp.starts if s.job_id not in passed)
+                starts = tuple(replace(s, rank=rank) for rank, s in enumerate(starts))
+                unplanned = milp.unplanned + tuple(j.job_id for j in queued if j.job_id in passed)
+                out["hold"] = Plan(now_s, starts, unplanned, milp.report, milp.streaming_reserve)
         # A candidate that acts like one preferred over it is left out.
         unique: dict[str, Plan] = {"milp": milp}
         for name in sorted(out, key=PREFERENCE.index):
@@ -214,14 +246,14 @@ class RolloutPlanner:
         running: Sequence[RunningJob],
         now_s: float,
         errors: EstimateErrors,
-        demand: StreamingDemand | None = None,
+        demand: RecentDemand | None = None,
     ) -> dict[str, Score]:
         """Each candidate's mean score over the same sampled futures."""
         cfg = self.rollout
         until = now_s + cfg.lookahead_s
         checkpoints = [now_s + cfg.lookahead_s * (i + 1) / cfg.checkpoints for i in range(cfg.checkpoints)]
         futures = sample_futures(
-            cluster, queued, running, now_s, errors, cfg.samples, cfg.seed, demand, cfg.lookahead_s
+            cluster, queued, running, now_s, errors, cfg.samples, cfg.seed, demand, cfg.lookahead_s, cfg.batch_arrivals
         )
         out = {}
         for name, plan in candidates.items():
@@ -244,6 +276,22 @@ def _expected_late(r: RunningJob, cluster: Cluster, errors: EstimateErrors, now_
     elapsed = max(0.0, now_s - r.start_s) / expected if expected > 0 else 0.0
     ratio = errors.quantile(r.job.kind, CAUTIOUS_QUANTILE, at_least=elapsed)
     return replace(r, job=r.job.with_estimate(r.job.planning_estimate_s * max(ratio, 1e-3)))
+
+
+def _likely_passed(queued: Sequence[Job], cluster: Cluster, demand: RecentDemand) -> set[str]:
+    """Batch jobs that work of higher priority, submitted at the recent rate, is more likely than
+    not to arrive during (by their fastest expected runtime)."""
+    if not demand.batch or demand.window_s <= 0:
+        return set()
+    out = set()
+    for job in queued:
+        if job.is_streaming:
+            continue
+        higher = sum(1 for b in demand.batch if b.priority > job.priority)
+        runtime = min(runtime_s(job, job.planning_estimate_s, g) for g in allowed_types(job, cluster))
+        if higher / demand.window_s * runtime >= HOLD_ODDS:
+            out.add(job.job_id)
+    return out
 
 
 def _signature(plan: Plan) -> tuple:

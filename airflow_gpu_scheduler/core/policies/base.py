@@ -15,7 +15,7 @@ from typing import Protocol
 from airflow_gpu_scheduler.core.estimates import EstimateErrors
 from airflow_gpu_scheduler.core.levers import Levers
 from airflow_gpu_scheduler.core.planner import Plan
-from airflow_gpu_scheduler.core.planner.lookahead import StreamingDemand
+from airflow_gpu_scheduler.core.planner.lookahead import RecentDemand
 from airflow_gpu_scheduler.core.replan import fastest_fitting_type  # noqa: F401 - policies import it from here
 from airflow_gpu_scheduler.core.streaming import DEFAULT_MEMORY_S, StreamingInterval
 from airflow_gpu_scheduler.core.workload import Cluster, GpuType, Job, RunningJob, runtime_s
@@ -51,9 +51,10 @@ class ClusterState:
     def estimate_errors(self) -> EstimateErrors:
         return EstimateErrors((c.job.kind, c.error_ratio(self.cluster)) for c in self.completed)
 
-    def streaming_demand(self, memory_s: float = DEFAULT_MEMORY_S) -> StreamingDemand:
-        """The endpoints that started over the last ``memory_s`` (completed ones with their actual
-        runtime), from which the rollout draws endpoints to come."""
+    def recent_demand(self, memory_s: float = DEFAULT_MEMORY_S) -> RecentDemand:
+        """What arrived over the last ``memory_s``, from which the rollout draws work to come: the
+        endpoints that started (completed ones with their actual runtime) and the batch jobs
+        submitted (completed, running or waiting, as estimated)."""
         since = self.now_s - memory_s
         seen = [
             replace(c.job, estimate_s=c.end_s - c.start_s)
@@ -61,7 +62,12 @@ class ClusterState:
             if c.job.is_streaming and c.start_s >= since and c.end_s > c.start_s
         ]
         seen += [r.job for r in self.running if r.job.is_streaming and r.start_s >= since]
-        return StreamingDemand(tuple(seen), min(memory_s, max(self.now_s, 3600.0)))
+        batch = [
+            job
+            for job in (*(c.job for c in self.completed), *(r.job for r in self.running), *self.waiting)
+            if not job.is_streaming and job.submit_s >= since
+        ]
+        return RecentDemand(tuple(seen), min(memory_s, max(self.now_s, 3600.0)), tuple(batch))
 
 
 @dataclass(frozen=True)

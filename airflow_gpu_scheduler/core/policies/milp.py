@@ -61,7 +61,7 @@ class MilpPolicy:
                 self.rule.previous_starts(),
                 errors=state.estimate_errors(),
                 in_force=self.rule.plan,
-                demand=state.streaming_demand(),
+                demand=state.recent_demand(),
             )
             self.rule.solved(new_plan, state.waiting, state.running, state.now_s)
         levers = self.rule.levers(state.cluster, state.waiting, state.running, state.now_s)

@@ -171,5 +171,5 @@ def test_finished_tasks_teach_the_rollout_the_estimate_errors_and_the_endpoints_
     ]
     seen = ClusterState(NOW, CLUSTER, (), (), completed=tuple(work.completed))
     assert work.completed[1].error_ratio(CLUSTER) == 2.0
-    demand = seen.streaming_demand()
+    demand = seen.recent_demand()
     assert [(j.kind, j.estimate_s) for j in demand.seen] == [(JobKind.REALTIME_INFERENCE, 600.0)]

@@ -1,14 +1,23 @@
 """The rollout: candidate plans followed through Airflow's dispatch on sampled durations; the best is applied."""
 
+from dataclasses import replace
+
 import pytest
 
 from airflow_gpu_scheduler.core.estimates import EstimateErrors
 from airflow_gpu_scheduler.core.planner import PlannerConfig
-from airflow_gpu_scheduler.core.planner.lookahead import SampledFuture, follow_plan, sample_futures, score
+from airflow_gpu_scheduler.core.planner.lookahead import (
+    RecentDemand,
+    SampledFuture,
+    follow_plan,
+    sample_futures,
+    score,
+)
 from airflow_gpu_scheduler.core.planner.plan import Plan, PlannedStart, SolveReport
 from airflow_gpu_scheduler.core.planner.projection import projected_plan
 from airflow_gpu_scheduler.core.planner.rollout import RolloutConfig, RolloutPlanner
 from airflow_gpu_scheduler.core.policies.backfill import EasyBackfillPolicy
+from airflow_gpu_scheduler.core.policies.base import ClusterState, Completion
 from airflow_gpu_scheduler.core.workload import Cluster, Job, JobKind, RunningJob
 
 ONE = Cluster.from_dict({"gpu_types": {"h100": {"count": 1, "speed": 1.0}}})
@@ -219,6 +228,8 @@ def test_a_bad_rollout_config_is_refused_naming_the_field():
         RolloutConfig(switch_margin=-0.1)
     with pytest.raises(ValueError, match="unknown rollout candidate 'fifo'"):
         RolloutConfig(candidates=("kept", "fifo"))
+    with pytest.raises(ValueError, match="'hold' candidate needs batch_arrivals"):
+        RolloutConfig(candidates=("kept", "hold"))
 
 
 @pytest.mark.parametrize(("penalty", "held"), [(None, 2), (1.0, 0)])
@@ -232,3 +243,64 @@ def test_the_plan_in_force_keeps_this_cycles_reservation_unless_it_is_soft(penal
     plans = planner.milp.plans(FOUR, jobs, [], 0.0, {"h100": 2})
     out = planner.candidates(FOUR, jobs, [], 0.0, plans.milp, plans.greedy, in_force, EXACT)
     assert out["kept"].streaming_reserve == {"h100": held}
+
+
+def test_a_batch_job_that_arrives_goes_ahead_of_lower_priority_work_not_yet_released():
+    # The plan runs L1 then L2 (priority 1, four GPUs each). A priority-5 gang arrives at 500 s: the
+    # next solve ranks it before L2, so it starts when L1 ends and L2 waits for it.
+    jobs = [job("L1", 4, 1000.0), job("L2", 4, 1000.0)]
+    high = Job("H", 500.0, "training", 4, estimate_s=1000.0, priority=5.0)
+    future = SampledFuture({}, {"L1": 1.0, "L2": 1.0}, (high,))
+    started = follow_plan(plan_of(("L1", 0.0), ("L2", 1000.0)), FOUR, jobs, [], 0.0, 1e5, future)
+    assert {s.job.job_id: s.start_s for s in started} == {"L1": 0.0, "H": 1000.0, "L2": 2000.0}
+    # Work of no higher priority than what waits queues behind it.
+    low = Job("H", 500.0, "training", 4, estimate_s=1000.0, priority=1.0)
+    started = follow_plan(
+        plan_of(("L1", 0.0), ("L2", 1000.0)), FOUR, jobs, [], 0.0, 1e5, replace(future, arrivals=(low,))
+    )
+    assert {s.job.job_id: s.start_s for s in started} == {"L1": 0.0, "L2": 1000.0, "H": 2000.0}
+
+
+def test_futures_bring_batch_work_at_the_rate_it_was_submitted():
+    seen = tuple(
+        Job(f"b{i}", i * 600.0, "training", 2, estimate_s=3600.0, deadline_s=i * 600.0 + 7200.0) for i in range(6)
+    )
+    demand = RecentDemand((), 3600.0, seen)  # six an hour
+    futures = sample_futures(FOUR, [], [], 3600.0, EXACT, 50, demand=demand, lookahead_s=3600.0, batch_arrivals=True)
+    counts = [len(f.arrivals) for f in futures]
+    assert 4.0 < sum(counts) / len(counts) < 8.0
+    for f in futures:
+        for a in f.arrivals:
+            assert 3600.0 <= a.submit_s < 7200.0 and a.deadline_s == pytest.approx(a.submit_s + 7200.0)
+    assert len({a.job_id for f in futures for a in f.arrivals}) == sum(counts)
+
+
+def test_long_low_priority_work_is_held_where_more_important_work_keeps_coming():
+    # L (priority 1) would hold all four GPUs for ten hours. Over the last six hours a priority-9
+    # gang of four GPUs was submitted every hour: started now, L would keep each of them waiting,
+    # so the plan that holds L wins. With nothing important coming, L starts at once.
+    jobs = [job("L", 4, 36000.0, kind="training")]
+    seen = tuple(Job(f"h{i}", i * 3600.0, "training", 4, estimate_s=1800.0, priority=9.0) for i in range(6))
+    planner = RolloutPlanner(
+        rollout=RolloutConfig(candidates=("kept", "backfill", "greedy", "hold"), batch_arrivals=True)
+    )
+    plan = planner.plan(FOUR, jobs, [], 6 * 3600.0, errors=EXACT, demand=RecentDemand((), 6 * 3600.0, seen))
+    assert plan.report.chosen == "hold" and plan.unplanned == ("L",)
+    quiet = tuple(replace(j, priority=1.0) for j in seen)
+    plan = planner.plan(FOUR, jobs, [], 6 * 3600.0, errors=EXACT, demand=RecentDemand((), 6 * 3600.0, quiet))
+    assert plan.report.chosen != "hold" and plan.by_job()["L"].start_s == 6 * 3600.0
+
+
+def test_recent_demand_counts_the_batch_work_submitted_in_its_memory():
+    old, done, ran, waits = (job(n, 1, 600.0) for n in ("old", "done", "ran", "waits"))
+    old, done = replace(old, submit_s=0.0), replace(done, submit_s=30000.0)
+    ran, waits = replace(ran, submit_s=31000.0), replace(waits, submit_s=32000.0)
+    state = ClusterState(
+        40000.0,
+        FOUR,
+        (waits,),
+        (RunningJob(ran, "h100", 31500.0),),
+        completed=(Completion(old, "h100", 100.0, 700.0), Completion(done, "h100", 30100.0, 30700.0)),
+    )
+    demand = state.recent_demand(memory_s=6 * 3600.0)
+    assert {j.job_id for j in demand.batch} == {"done", "ran", "waits"} and demand.seen == ()
