@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -69,7 +70,8 @@ class RolloutConfig:
     :param default: the incumbent when no plan is in force.
     :param batch_arrivals: the futures also bring batch work at the rate it was submitted recently,
         so that a candidate keeping GPUs free for it (``hold``) can be valued; off by default
-        (docs/benchmark.md: it did not pay on the tuning seeds).
+        (docs/benchmark.md: not yet shown to pay on every scenario, and every sampled arrival is
+        another event each candidate follows, too slow on queues with hundreds of submissions).
     """
 
     samples: int = 8
@@ -283,11 +285,12 @@ def _likely_passed(queued: Sequence[Job], cluster: Cluster, demand: RecentDemand
     not to arrive during (by their fastest expected runtime)."""
     if not demand.batch or demand.window_s <= 0:
         return set()
+    priorities = sorted(b.priority for b in demand.batch)
     out = set()
     for job in queued:
         if job.is_streaming:
             continue
-        higher = sum(1 for b in demand.batch if b.priority > job.priority)
+        higher = len(priorities) - bisect_right(priorities, job.priority)
         runtime = min(runtime_s(job, job.planning_estimate_s, g) for g in allowed_types(job, cluster))
         if higher / demand.window_s * runtime >= HOLD_ODDS:
             out.add(job.job_id)
