@@ -23,6 +23,7 @@ no cliff that punishes starting a long job.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -83,10 +84,14 @@ class RecentDemand:
         """Poisson arrivals at the recent rate, each a copy of a recently seen endpoint."""
         return _copies(self.seen, self.window_s, now_s, lookahead_s, rng, prefix)
 
-    def sample_batch(self, now_s: float, lookahead_s: float, rng: random.Random, prefix: str) -> tuple[Job, ...]:
+    def sample_batch(
+        self, now_s: float, lookahead_s: float, rng: random.Random, prefix: str, above: float = -math.inf
+    ) -> tuple[Job, ...]:
         """Poisson arrivals at the recent rate, each a copy of a recently submitted batch job
-        (a deadline as far after its submission as the original's)."""
-        return _copies(self.batch, self.window_s, now_s, lookahead_s, rng, f"{prefix}b")
+        (a deadline as far after its submission as the original's); ``above``: only the jobs
+        of priority above it, at the rate they alone came."""
+        like = tuple(job for job in self.batch if job.priority > above)
+        return _copies(like, self.window_s, now_s, lookahead_s, rng, f"{prefix}b")
 
 
 def _copies(
@@ -123,6 +128,10 @@ def sample_futures(
     same job keeps its draw from cycle to cycle and decisions do not flicker with the noise.
     ``batch_arrivals``: the futures also bring batch work like that submitted recently (its own
     random stream, so the endpoints drawn are the same either way)."""
+    # Batch work no more important than every job already waiting queues behind all of them
+    # under every candidate, so it rarely decides between them; leaving it out keeps the
+    # futures short on the long queues where it is most of what arrives.
+    floor = min((j.priority for j in waiting if not j.is_streaming), default=-math.inf)
     futures = []
     for k in range(samples):
         arrivals = (
@@ -134,7 +143,11 @@ def sample_futures(
         )
         if demand is not None and batch_arrivals:
             batch = demand.sample_batch(
-                now_s, lookahead_s, random.Random(f"{seed}:batch:{k}:{now_s:.0f}"), f"{ARRIVAL_PREFIX}{k}:"
+                now_s,
+                lookahead_s,
+                random.Random(f"{seed}:batch:{k}:{now_s:.0f}"),
+                f"{ARRIVAL_PREFIX}{k}:",
+                above=floor,
             )
             arrivals = tuple(sorted(arrivals + batch, key=lambda j: j.submit_s))
         ends: dict[str, float] = {}

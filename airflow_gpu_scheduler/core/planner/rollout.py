@@ -70,8 +70,9 @@ class RolloutConfig:
     :param default: the incumbent when no plan is in force.
     :param batch_arrivals: the futures also bring batch work at the rate it was submitted recently,
         so that a candidate keeping GPUs free for it (``hold``) can be valued; off by default
-        (docs/benchmark.md: not yet shown to pay on every scenario, and every sampled arrival is
-        another event each candidate follows, too slow on queues with hundreds of submissions).
+        (docs/benchmark.md): GPUs kept free pay only where important batch work keeps coming while
+        long low-priority work waits, and are lost where it does not come, and every sampled
+        arrival is another event each candidate follows.
     """
 
     samples: int = 8

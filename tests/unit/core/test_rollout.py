@@ -275,6 +275,25 @@ def test_futures_bring_batch_work_at_the_rate_it_was_submitted():
     assert len({a.job_id for f in futures for a in f.arrivals}) == sum(counts)
 
 
+def test_futures_leave_out_batch_work_no_more_important_than_all_that_waits():
+    # Half of what was submitted is priority 1, half priority 5. With a priority-1 job waiting,
+    # only the priority-5 half can overtake it, and it comes at its own rate (three an hour).
+    seen = tuple(
+        Job(f"b{i}", i * 600.0, "training", 2, estimate_s=3600.0, priority=1.0 + 4.0 * (i % 2)) for i in range(6)
+    )
+    demand = RecentDemand((), 3600.0, seen)
+    waiting = [job("W", 2, 3600.0, priority=1.0)]
+    futures = sample_futures(
+        FOUR, waiting, [], 3600.0, EXACT, 60, demand=demand, lookahead_s=3600.0, batch_arrivals=True
+    )
+    arrivals = [a for f in futures for a in f.arrivals]
+    assert {a.priority for a in arrivals} == {5.0}
+    assert 1.5 < len(arrivals) / len(futures) < 4.5
+    # With nothing waiting, all of it may matter.
+    futures = sample_futures(FOUR, [], [], 3600.0, EXACT, 60, demand=demand, lookahead_s=3600.0, batch_arrivals=True)
+    assert {a.priority for f in futures for a in f.arrivals} == {1.0, 5.0}
+
+
 def test_long_low_priority_work_is_held_where_more_important_work_keeps_coming():
     # L (priority 1) would hold all four GPUs for ten hours. Over the last six hours a priority-9
     # gang of four GPUs was submitted every hour: started now, L would keep each of them waiting,
