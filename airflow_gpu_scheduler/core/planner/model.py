@@ -4,13 +4,13 @@ Variables: a binary start per candidate. Constraints: ``one_start_per_job``;
 ``capacity[k, p]``: the gangs of every job running at point *p* fit the GPUs of type *k*
 left by already-running (and fixed) jobs; ``batch_capacity[k, p]``: batch work leaves
 the streaming reservation free (or, when it is soft, pays for the reserved GPUs it uses:
-a variable ``intrude[k, p]`` priced in the objective). HiGHS runs through Pyomo's ``appsi_highs`` interface,
-warm-started from the incumbent, under the time left, a node limit and a gap target.
+a variable ``intrude[k, p]`` priced in the objective). Pyomo's standard-form compiler hands it to
+HiGHS as one matrix (:mod:`.highs`), warm-started from the incumbent, under the time left, a node
+limit and a gap target.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -19,6 +19,7 @@ from typing import TypedDict
 
 from airflow_gpu_scheduler.core.planner.candidates import Candidate
 from airflow_gpu_scheduler.core.planner.grid import Capacity
+from airflow_gpu_scheduler.core.planner.highs import to_highs
 from airflow_gpu_scheduler.core.planner.plan import PlannerConfig
 from airflow_gpu_scheduler.core.workload import Job
 
@@ -154,8 +155,6 @@ def solve_subproblem(
     stats: SolveStats,
 ) -> tuple[dict[int, Candidate], str, float | None, float] | None:
     """Re-plan ``free_jobs`` (starts within ``stretch``) with every other job fixed; None if nothing better."""
-    from pyomo.contrib.appsi.solvers import Highs
-
     t0 = time.perf_counter()
     free_set = set(free_jobs)
     room = capacity.copy()
@@ -192,25 +191,6 @@ def solve_subproblem(
         max(stats.nonzeros, nnz),
     )
 
-    opt = Highs()
-    opt.config.mip_gap = cfg.mip_rel_gap if len(free_jobs) == len(jobs) else cfg.window_mip_rel_gap
-    opt.config.warmstart = True
-    opt.config.load_solution = False
-    opt.config.stream_solver = False
-    opt.highs_options = {"mip_max_nodes": cfg.max_nodes}
-    # The model is solved once: no need for Pyomo to re-scan it for changes after set_instance.
-    for flag in (
-        "check_for_new_or_removed_constraints",
-        "check_for_new_or_removed_vars",
-        "check_for_new_or_removed_params",
-        "check_for_new_objective",
-        "update_constraints",
-        "update_vars",
-        "update_params",
-        "update_named_expressions",
-        "update_objective",
-    ):
-        setattr(opt.update_config, flag, False)
     if time_left_s - build_s < MIN_SOLVE_S:
         # Building the model used the budget: HiGHS is not started at all, so a cycle
         # never runs past its budget by more than one model build.
@@ -219,7 +199,7 @@ def solve_subproblem(
         return None
     t1 = time.perf_counter()
     try:
-        opt.set_instance(m)
+        solver = to_highs(m)
         t2 = time.perf_counter()
         stats.handoff_s += t2 - t1
         left_s = time_left_s - (t2 - t0)
@@ -229,8 +209,8 @@ def solve_subproblem(
             stats.last_status = "time_limit"
             stats.message = f"time limit used up building the model ({t2 - t0:.2f} s); greedy plan used"
             return None
-        opt.config.time_limit = left_s
-        result = opt.solve(m)
+        gap = cfg.mip_rel_gap if len(free_jobs) == len(jobs) else cfg.window_mip_rel_gap
+        result = solver.run(left_s, gap, {"mip_max_nodes": cfg.max_nodes})
     except Exception as error:  # noqa: BLE001 - any solver failure keeps the incumbent
         stats.message = f"HiGHS failed: {type(error).__name__}: {error}"
         stats.last_status = "error"
@@ -238,14 +218,11 @@ def solve_subproblem(
         return None
     stats.solve_s += time.perf_counter() - t2
     stats.subproblems += 1
-    status = str(result.termination_condition).rsplit(".", 1)[-1]
-    stats.last_status = status
-    bound = result.best_objective_bound
-    bound = float(bound) if bound is not None and math.isfinite(bound) else None
-    if result.best_feasible_objective is None:
+    stats.last_status = result.status
+    bound = result.bound
+    if result.objective is None:
         stats.message = "no MILP solution in time; incumbent kept"
         return None
-    result.solution_loader.load_vars()
     chosen = {j: c for j, c in incumbent.items() if j not in free_set}
     freed = {j: candidates[j][n] for j, n in index if (m.start[j, n].value or 0) > 0.5}
     after = plan_value(room, jobs, freed)
@@ -255,7 +232,7 @@ def solve_subproblem(
     if bound is not None:
         # The bound is on the freed jobs; the fixed ones add their value to both sides.
         bound += sum(c.coefficient for j, c in chosen.items() if j not in free_set)
-    return chosen, status, bound, after - before
+    return chosen, result.status, bound, after - before
 
 
 def plan_value(room: Capacity, jobs: Sequence[Job], chosen: Mapping[int, Candidate]) -> float:

@@ -86,12 +86,12 @@ def _busy_queue(n=120):
 
 
 def test_a_failing_solver_gives_the_greedy_plan_marked_as_such(monkeypatch):
-    from pyomo.contrib.appsi.solvers import Highs
+    from airflow_gpu_scheduler.core.planner.highs import HighsModel
 
-    def broken(self, model, *args, **kwargs):
+    def broken(self, *args, **kwargs):
         raise RuntimeError("injected: HiGHS crashed")
 
-    monkeypatch.setattr(Highs, "solve", broken)
+    monkeypatch.setattr(HighsModel, "run", broken)
     jobs = _busy_queue(30)
     # A budget no loaded machine uses up building the model, so HiGHS is always reached (and fails).
     plan = MilpPlanner(PlannerConfig(time_limit_s=30.0)).plan(FOUR, jobs, [], 0.0)
@@ -107,18 +107,17 @@ def test_highs_is_never_given_more_than_what_is_left_of_the_cycle_budget(monkeyp
     # no budget left after building, HiGHS is not started at all.
     import time
 
-    from pyomo.contrib.appsi.solvers import Highs
-
     from airflow_gpu_scheduler.core.planner import MIN_SOLVE_S
+    from airflow_gpu_scheduler.core.planner.highs import HighsModel
 
     calls = []
-    original = Highs.solve
+    original = HighsModel.run
 
-    def spy(self, model, *args, **kwargs):
-        calls.append((time.perf_counter(), self.config.time_limit))
-        return original(self, model, *args, **kwargs)
+    def spy(self, time_limit_s, *args, **kwargs):
+        calls.append((time.perf_counter(), time_limit_s))
+        return original(self, time_limit_s, *args, **kwargs)
 
-    monkeypatch.setattr(Highs, "solve", spy)
+    monkeypatch.setattr(HighsModel, "run", spy)
     jobs = _busy_queue()
     for limit in (0.3, 1.0, 3.0):
         calls.clear()
@@ -147,17 +146,19 @@ def test_a_handoff_that_uses_up_the_budget_does_not_start_highs(monkeypatch):
     # past the deadline; the greedy plan is applied, marked as such.
     import time
 
-    from pyomo.contrib.appsi.solvers import Highs
+    import airflow_gpu_scheduler.core.planner.model as model_module
+    from airflow_gpu_scheduler.core.planner.highs import HighsModel
 
     solves = []
-    original_set_instance = Highs.set_instance
+    original_to_highs = model_module.to_highs
 
-    def slow_handoff(self, model):
-        original_set_instance(self, model)
+    def slow_handoff(model):
+        loaded = original_to_highs(model)
         time.sleep(0.6)
+        return loaded
 
-    monkeypatch.setattr(Highs, "set_instance", slow_handoff)
-    monkeypatch.setattr(Highs, "solve", lambda self, model, *a, **k: solves.append(model))
+    monkeypatch.setattr(model_module, "to_highs", slow_handoff)
+    monkeypatch.setattr(HighsModel, "run", lambda self, *a, **k: solves.append(self))
     jobs = _busy_queue(30)
     report = MilpPlanner(PlannerConfig(time_limit_s=0.5)).plan(FOUR, jobs, [], 0.0).report
     assert solves == []
