@@ -10,7 +10,7 @@ One planning cycle, module by module:
    the fallback.
 4. :mod:`.model` and :mod:`.windows`: the MILP (``start[j, k, p]`` binaries, capacity per GPU
    type and point, the streaming reservation), solved whole or window by window within the
-   cycle's budget; never worse than greedy.
+   cycle's budget; never worse than greedy. :mod:`.highs` hands each model to HiGHS.
 5. :mod:`.rollout`: the plans of several base heuristics (the MILP's, EASY backfill's, the
    greedy one, the plan in force) are each followed forward through Airflow's dispatch on
    sampled durations (:mod:`.lookahead`), and the one with the best expected weighted

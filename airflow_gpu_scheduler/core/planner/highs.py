@@ -2,7 +2,7 @@
 
 Pyomo's persistent ``appsi_highs`` interface walks every row's expression tree twice to hand
 it over (once for its variables, once for its coefficients), and on the benchmark's queues that
-hand-off took longer than HiGHS took to solve (docs/benchmark.md). The planner's rows are already
+hand-off took nearly as long as HiGHS took to solve (docs/benchmark.md). The planner's rows are already
 flat lists of coefficients and variables (``LinearExpression``), so this module reads them as they
 are and passes them to highspy with the same calls, in the same order, as ``appsi_highs`` does
 (columns, integrality, rows, objective, MIP start): HiGHS is given the same problem and returns
