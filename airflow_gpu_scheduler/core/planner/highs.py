@@ -1,4 +1,4 @@
-"""Hand a Pyomo model to HiGHS as one sparse matrix, run it, and read the result back.
+"""Load a Pyomo model into HiGHS, run it, and read the result back.
 
 Pyomo's persistent ``appsi_highs`` interface walks every row's expression tree twice to hand
 it over (once for its variables, once for its coefficients), and on the benchmark's queues that

@@ -4,8 +4,8 @@ Variables: a binary start per candidate. Constraints: ``one_start_per_job``;
 ``capacity[k, p]``: the gangs of every job running at point *p* fit the GPUs of type *k*
 left by already-running (and fixed) jobs; ``batch_capacity[k, p]``: batch work leaves
 the streaming reservation free (or, when it is soft, pays for the reserved GPUs it uses:
-a variable ``intrude[k, p]`` priced in the objective). Pyomo's standard-form compiler hands it to
-HiGHS as one matrix (:mod:`.highs`), warm-started from the incumbent, under the time left, a node
+a variable ``intrude[k, p]`` priced in the objective). Its rows are read straight into HiGHS
+(:mod:`.highs`), which solves it warm-started from the incumbent, under the time left, a node
 limit and a gap target.
 """
 
