@@ -58,7 +58,7 @@ class HighsModel:
         self.columns = columns
 
     def run(self, time_limit_s: float, mip_rel_gap: float, options: Mapping[str, Any]) -> HighsResult:
-        """Solve from the columns' current values (a MIP start where they are all set), within
+        """Solve from the columns' current values (a MIP start if any is set; unset ones count as 0), within
         ``time_limit_s``; on a solution, its values are loaded into the Pyomo variables."""
         import highspy
         import numpy as np
