@@ -164,6 +164,7 @@ SUMMARY_METRICS = (
     "weighted_goodput",
     "weighted_output",
     "streaming_p95_wait_s",
+    "streaming_on_time_rate",
     "deadline_hit_rate",
     "max_wait_s",
     "plan_p95_s",

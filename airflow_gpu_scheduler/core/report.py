@@ -85,6 +85,7 @@ def print_summary(summaries: Sequence[ScenarioSummary]) -> None:
         "output M",
         "% of bound",
         "stream p95 wait s",
+        "stream on time",
         "deadline hit",
         "max wait h",
         "plan p95 s (max)",
@@ -103,6 +104,7 @@ def print_summary(summaries: Sequence[ScenarioSummary]) -> None:
                 _m(spreads["weighted_output"], 1e6),
                 of_bound,
                 _m(spreads["streaming_p95_wait_s"], spec=".0f", sd=False),
+                _m(spreads["streaming_on_time_rate"], spec=".0%", sd=False),
                 _m(spreads["deadline_hit_rate"], sd=False),
                 _m(spreads["max_wait_s"], 3600, ".1f", sd=False),
                 _high(spreads["plan_p95_s"]),
@@ -138,6 +140,7 @@ def markdown(summaries: Sequence[ScenarioSummary]) -> str:
             "milp vs fifo: util / goodput / output",
             "closes to clairvoyant",
             "stream p95 s (airflow / milp)",
+            "stream on time (airflow / milp)",
             "milp plan p95 s (max)",
         ]
     )
@@ -168,6 +171,9 @@ def markdown(summaries: Sequence[ScenarioSummary]) -> str:
         air = s.spreads.get("airflow", {}).get("streaming_p95_wait_s")
         mine = ours["streaming_p95_wait_s"] if ours else None
         cells.append(f"{_m(air, spec='.0f', sd=False)} / {_m(mine, spec='.0f', sd=False)}")
+        air = s.spreads.get("airflow", {}).get("streaming_on_time_rate")
+        mine = ours["streaming_on_time_rate"] if ours else None
+        cells.append(f"{_m(air, spec='.0%', sd=False)} / {_m(mine, spec='.0%', sd=False)}")
         cells.append(_high(ours["plan_p95_s"]) if ours else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -54,6 +54,7 @@ def test_bench_writes_json_schedule_and_plots(tmp_path, capsys):
         "weighted_output",
         "weighted_goodput",
         "streaming_p95_wait_s",
+        "streaming_on_time_rate",
         "deadline_hit_rate",
         "max_wait_s",
         "plan_p95_s",

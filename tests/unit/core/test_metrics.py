@@ -27,6 +27,7 @@ def test_metrics_on_a_hand_computed_trace():
     assert m.utilization == pytest.approx((800 + 600 + 800 + 850) / 4000)
     assert m.weighted_output == pytest.approx(2400 + 6800)
     assert m.streaming_p95_wait_s == pytest.approx(50 + 0.95 * 750)
+    assert m.streaming_on_time_rate == 0.5  # s1 started 50 s after submission, s2 never
     assert m.deadline_hit_rate == 0.0
     assert m.max_wait_s == 800
     assert m.mean_wait_s == {
@@ -77,3 +78,23 @@ def test_goodput_credits_work_inside_the_window_pro_rata_and_keeps_deadlines():
     assert m.weighted_goodput == pytest.approx(3 * 2 * 400 + 5 * 4 * 1600 * 0.5 + 8 * 850)
     # The completion-based measure has the cliff: the gang that is half done counts nothing.
     assert m.weighted_output == pytest.approx(3 * 2 * 400 + 8 * 850)
+
+
+def test_streaming_on_time_rate_counts_only_endpoints_whose_budget_ends_inside_the_window():
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 2, "speed": 1.0}}})
+    jobs = (
+        Job("late", 0, "realtime_inference", 1, duration_s=100, priority=8, max_wait_s=60),
+        Job("edge", 60, "realtime_inference", 1, duration_s=100, priority=8, max_wait_s=60),
+        Job("after", 950, "realtime_inference", 1, duration_s=100, priority=8, max_wait_s=60),
+        Job("b", 0, "training", 1, duration_s=100, priority=2),
+    )
+    outcomes = {
+        "late": Outcome("late", "h100", 0, 61, 161),  # a second past its budget
+        "edge": Outcome("edge", "h100", 60, 120, 220),  # exactly at its budget: on time
+        "after": Outcome("after", None, 950, None, None),  # its budget ends after the window: not judged
+        "b": Outcome("b", "h100", 0, 0, 100),
+    }
+    m = evaluate(SimResult("x", cluster, jobs, 1000.0, outcomes))
+    assert m.streaming_on_time_rate == 0.5
+    batch_only = evaluate(SimResult("y", cluster, jobs[3:], 1000.0, {"b": outcomes["b"]}))
+    assert batch_only.streaming_on_time_rate is None
