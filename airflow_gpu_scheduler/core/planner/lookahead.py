@@ -26,7 +26,8 @@ import heapq
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from itertools import islice
 
 from airflow_gpu_scheduler.core.estimates import EstimateErrors
 from airflow_gpu_scheduler.core.levers import (
@@ -109,7 +110,15 @@ def _copies(
             return tuple(out)
         job = rng.choice(like)
         deadline = None if job.deadline_s is None or job.is_streaming else t + (job.deadline_s - job.submit_s)
-        out.append(replace(job, job_id=f"{prefix}{len(out)}", submit_s=t, deadline_s=deadline))
+        out.append(_copy(job, job_id=f"{prefix}{len(out)}", submit_s=t, deadline_s=deadline))
+
+
+def _copy(job: Job, **changes: object) -> Job:
+    """``dataclasses.replace`` without re-validating: a sampled arrival is a valid job moved in time
+    (its deadline moved with it), and futures make tens of thousands of them per cycle."""
+    clone = object.__new__(Job)
+    clone.__dict__.update(job.__dict__, **changes)
+    return clone
 
 
 def sample_futures(
@@ -215,6 +224,8 @@ def follow_plan(
     head = dict.fromkeys(counts, 0)
     claimed = dict.fromkeys(counts, 0)
     due: dict[str, tuple[Job, str]] = {}
+    # What Airflow's dispatch sees of each due job; it does not change while the job waits.
+    tasks: dict[str, WaitingTask] = {}
     weight = {job_id: plan_weight(start.rank) for job_id, start in planned.items()}
     start_of = {job_id: start.start_s for job_id, start in planned.items()}
     started: list[Started] = []
@@ -247,7 +258,7 @@ def follow_plan(
     def endpoint_room(name: str, gpus: int) -> tuple[int, Drain | None]:
         """(reserved GPUs free for an endpoint of ``gpus``, the drain it must not delay) on type ``name``."""
         drain = None
-        held = next((j for j in queue[name][head[name] :] if not j.is_streaming), None)
+        held = next((j for j in islice(queue[name], head[name], None) if not j.is_streaming), None)
         if held is not None and held.gpus > free_now(name) - claimed[name] - unmet(name):
             drain = Drain(max(t, start_of[held.job_id]), held.priority * held.gpus)
         due_rate = max((j.priority * j.gpus for j, g in due.values() if g == name and not j.is_streaming), default=0)
@@ -301,19 +312,19 @@ def follow_plan(
         release_in_order(due_only=False)
         if due:
             slots = _pool_slots(counts, reserve, used, due)
-            tasks = [
-                WaitingTask(
-                    job.job_id,
-                    pool_name(gpu_type, job.is_streaming),
-                    job.gpus,
-                    weight[job.job_id],
-                    job.submit_s,
-                    job.group or job.job_id,
-                )
-                for job, gpu_type in due.values()
-            ]
-            for job_id in airflow_dispatch(tasks, slots, used):
+            for job_id, (job, gpu_type) in due.items():
+                if job_id not in tasks:
+                    tasks[job_id] = WaitingTask(
+                        job_id,
+                        pool_name(gpu_type, job.is_streaming),
+                        job.gpus,
+                        weight[job_id],
+                        job.submit_s,
+                        job.group or job_id,
+                    )
+            for job_id in airflow_dispatch([tasks[job_id] for job_id in due], slots, used):
                 job, gpu_type = due.pop(job_id)
+                del tasks[job_id]
                 pool = pool_name(gpu_type, job.is_streaming)
                 used[pool] += job.gpus
                 claimed[gpu_type] -= job.gpus

@@ -275,6 +275,23 @@ def test_futures_bring_batch_work_at_the_rate_it_was_submitted():
     assert len({a.job_id for f in futures for a in f.arrivals}) == sum(counts)
 
 
+def test_sampled_arrivals_are_the_jobs_seen_moved_in_time_as_a_validated_copy_would_be():
+    # Arrivals are copied without re-validation (futures make tens of thousands per cycle):
+    # each must equal what dataclasses.replace makes, field for field, and leave the original alone.
+    seen = (Job("b0", 0.0, "training", 2, estimate_s=3600.0, priority=4.0, deadline_s=7200.0, group="g"),)
+    endpoints = (Job("e0", 0.0, "realtime_inference", 1, estimate_s=600.0, priority=8.0),)
+    demand = RecentDemand(endpoints, 3600.0, seen)
+    futures = sample_futures(FOUR, [], [], 3600.0, EXACT, 20, demand=demand, lookahead_s=3600.0, batch_arrivals=True)
+    arrivals = [a for f in futures for a in f.arrivals]
+    assert {a.kind for a in arrivals} == {JobKind.TRAINING, JobKind.REALTIME_INFERENCE}
+    for a in arrivals:
+        original = seen[0] if a.kind is JobKind.TRAINING else endpoints[0]
+        deadline = None if original.deadline_s is None else a.submit_s + 7200.0
+        expected = replace(original, job_id=a.job_id, submit_s=a.submit_s, deadline_s=deadline)
+        assert vars(a) == vars(expected) and a == expected and hash(a) == hash(expected)
+    assert seen[0].job_id == "b0" and seen[0].submit_s == 0.0 and seen[0].deadline_s == 7200.0
+
+
 def test_futures_leave_out_batch_work_no_more_important_than_all_that_waits():
     # Half of what was submitted is priority 1, half priority 5. With a priority-1 job waiting,
     # only the priority-5 half can overtake it, and it comes at its own rate (three an hour).
