@@ -153,8 +153,8 @@ def levers_for_plan(
     while a due job on the type still waits for GPUs, so no smaller job can take GPUs a
     job planned before it waits for (Airflow's dispatch skips a gang that does not fit
     and starts whatever does); a gang being drained for keeps its drain. A real-time
-    endpoint the plan has not placed (it arrived since) goes first at once, to the
-    streaming pool of its freest allowed type. Every other waiting job is held in the intake pool, so
+    endpoint the plan has not placed (it arrived since) goes first at once (the oldest
+    first), to the streaming pool of its freest allowed type. Every other waiting job is held in the intake pool, so
     Airflow's greedy dispatch cannot take GPUs the plan reserved for someone else.
     Each GPU type's GPUs are split between a batch pool and a streaming pool: the
     streaming pool keeps the plan's reservation for real-time inference, never more
@@ -215,6 +215,10 @@ def levers_for_plan(
         first_held.add(name)
         if job.gpus > free[name] - claimed[name] - unmet[name]:
             drains[name] = Drain(max(now_s, start.start_s), job.priority * job.gpus)
+    # Endpoints that arrived since the plan go ahead of every planned job, oldest first. Their weights
+    # are distinct: Airflow breaks ties by the run's logical date (NULL for manual runs), not arrival.
+    by_arrival = sorted(unplaced_endpoints, key=lambda job: (job.submit_s, job.job_id))
+    arrival_rank = {job.job_id: i - len(by_arrival) for i, job in enumerate(by_arrival)}
     for job in unplaced_endpoints:
         # An endpoint that arrived after the plan was made cannot wait for the next solve: it goes
         # first, to the streaming pool of the allowed type with the most GPUs free, unless that would
@@ -228,7 +232,7 @@ def levers_for_plan(
                 options.append(t)
         if options:
             name = endpoint_type(job, cluster, batch_running, streaming_running, claimed, options)
-            release(job, PlannedStart(job.job_id, name, now_s, now_s, -1, True))
+            release(job, PlannedStart(job.job_id, name, now_s, now_s, arrival_rank[job.job_id], True))
         else:
             assignments[job.job_id] = Assignment(INTAKE_POOL, 0)
     if release_next:

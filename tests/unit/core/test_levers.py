@@ -220,3 +220,23 @@ def test_the_look_ahead_holds_an_arriving_endpoint_back_from_a_drain_as_the_leve
     started = {s.job.job_id: s.start_s for s in follow_plan(plan, cluster, [gang], running, 0.0, 1e5, future)}
     # The gang starts when the drain ends; the endpoint after it, when the gang gives the GPUs back.
     assert started == {"gang": 900.0, "~arrival:0:0": 8100.0}
+
+
+def test_endpoints_that_arrived_since_the_plan_get_distinct_weights_oldest_first():
+    # Airflow orders equal weights by the run's logical date (NULL for manual runs), not by arrival,
+    # so the arrival order the simulator breaks ties by is written into the weights.
+    from airflow_gpu_scheduler.core.levers import levers_for_plan, plan_weight
+    from airflow_gpu_scheduler.core.planner import Plan, PlannedStart, SolveReport
+    from airflow_gpu_scheduler.core.workload import Cluster, Job
+
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 4, "speed": 1.0}}})
+    report = SolveReport("test", "test", 0.0, 0.0, None, None, 0.0)
+    planned = Job("planned", 0, "realtime_inference", 1, estimate_s=600)
+    late = Job("a-late", 30, "realtime_inference", 1, estimate_s=600)
+    early = Job("z-early", 10, "realtime_inference", 1, estimate_s=600)
+    plan = Plan(0.0, (PlannedStart("planned", "h100", 0.0, 600.0, 0, True),), (), report, {"h100": 3})
+    levers = levers_for_plan(plan, cluster, [planned, late, early], [], 40.0)
+    weights = {job_id: a.weight for job_id, a in levers.assignments.items()}
+    assert weights["z-early"] > weights["a-late"] > weights["planned"] == plan_weight(0)
+    tasks = [WaitingTask(j, "gpu_h100_streaming", 1, w, 0.0, j) for j, w in weights.items()]
+    assert airflow_dispatch(tasks, {"gpu_h100_streaming": 3}, {}) == ["z-early", "a-late", "planned"]
