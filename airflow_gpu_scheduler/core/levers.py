@@ -154,8 +154,9 @@ def levers_for_plan(
     job planned before it waits for (Airflow's dispatch skips a gang that does not fit
     and starts whatever does); a gang being drained for keeps its drain. A real-time
     endpoint the plan has not placed (it arrived since) goes first at once (the oldest
-    first), to the streaming pool of its freest allowed type. Every other waiting job is held in the intake pool, so
-    Airflow's greedy dispatch cannot take GPUs the plan reserved for someone else.
+    first), to the streaming pool of its freest allowed type. Every other waiting job is
+    held in the intake pool, so Airflow's greedy dispatch cannot take GPUs the plan
+    reserved for someone else.
     Each GPU type's GPUs are split between a batch pool and a streaming pool: the
     streaming pool keeps the plan's reservation for real-time inference, never more
     than the GPUs running batch work leaves, so the two pools together never exceed
