@@ -20,6 +20,7 @@ from typing import Any
 
 from airflow_gpu_scheduler.core.bound import upper_bound
 from airflow_gpu_scheduler.core.metrics import PolicyMetrics, evaluate
+from airflow_gpu_scheduler.core.planner.highs import one_thread_per_process
 from airflow_gpu_scheduler.core.policies import YARDSTICKS, make_policy
 from airflow_gpu_scheduler.core.scenarios import Scenario
 from airflow_gpu_scheduler.core.simulate import Outcome, simulate
@@ -90,7 +91,9 @@ def run_benchmark(
     tasks = [(sc, p) for p in sorted(policies, key=lambda p: slow.get(p, 2)) for sc in scenarios]
     # Fresh worker processes, not forks: HiGHS keeps a thread pool per process, and a child forked
     # from a parent that already solved something inherits a pool without threads and spins forever.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # One HiGHS thread per worker: one worker per core already uses the cores.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=one_thread_per_process) as pool:
         futures: dict[Future[Any], str] = {}
         for sc, p in tasks:
             futures[pool.submit(_simulate_task, sc, p)] = f"{sc.name} / {p}"

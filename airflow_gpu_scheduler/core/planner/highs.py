@@ -101,6 +101,30 @@ def _banner_printed() -> None:
         highspy.Highs()
 
 
+def one_thread_per_process() -> None:
+    """Start this process's HiGHS scheduler with one thread, before anything else solves here.
+
+    HiGHS keeps one scheduler per process, sized by the first run's ``threads`` option (by
+    default, from the machine's cores); later instances left at the default reuse it. Its MIP
+    search gains little from the extra threads, which mostly spin: where the benchmark runs one
+    process per core, that takes CPU from the process beside it. And HiGHS's search can depend on
+    its thread count, so with the default a benchmark's numbers depended on the machine; with
+    one thread they do not (docs/benchmark.md has both measurements). Call it first in a process
+    of one's own (a benchmark worker): a scheduler already sized differently makes any run that
+    asks for one thread fail.
+    """
+    import highspy
+    import numpy as np
+
+    _banner_printed()
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    h.addVars(1, np.zeros(1), np.ones(1))
+    if h.run() != highspy.HighsStatus.kOk:
+        raise RuntimeError("HiGHS's scheduler already runs with more than one thread in this process")
+
+
 def to_highs(model: Any) -> HighsModel:
     """Load ``model`` (linear, one objective) into a fresh HiGHS instance.
 

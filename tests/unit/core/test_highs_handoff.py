@@ -1,5 +1,9 @@
 """The planner's hand-off to HiGHS: the same problem as Pyomo's ``appsi_highs`` builds, solved the same way."""
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pyomo.environ as pyo
 import pytest
@@ -99,3 +103,49 @@ def test_an_infeasible_model_has_no_solution_and_keeps_its_values():
     result = to_highs(m).run(10.0, 0.0, {})
     assert result.objective is None and result.status == "infeasible"
     assert m.x.value == 0
+
+
+def _in_fresh_process(code: str) -> subprocess.CompletedProcess:
+    """HiGHS's scheduler is per process, and this one may have solved already: run ``code`` alone."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+
+
+def test_one_thread_per_process_sizes_the_scheduler_for_every_later_run():
+    done = _in_fresh_process(
+        """
+        import highspy, numpy as np
+        from airflow_gpu_scheduler.core.planner.highs import one_thread_per_process
+
+        def run(threads=None):
+            h = highspy.Highs()
+            h.setOptionValue("output_flag", False)
+            if threads is not None:
+                h.setOptionValue("threads", threads)
+            h.addVars(1, np.zeros(1), np.ones(1))
+            return h.run()
+
+        one_thread_per_process()
+        # Left at the default, a later run takes the one-thread scheduler; asking for two cannot.
+        print(run() == highspy.HighsStatus.kOk, run(2) == highspy.HighsStatus.kError)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["True", "True"]
+
+
+def test_one_thread_per_process_refuses_a_scheduler_already_sized_otherwise():
+    done = _in_fresh_process(
+        """
+        import highspy, numpy as np
+        from airflow_gpu_scheduler.core.planner.highs import one_thread_per_process
+
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 2)
+        h.addVars(1, np.zeros(1), np.ones(1))
+        h.run()
+        one_thread_per_process()
+        """
+    )
+    assert done.returncode != 0
+    assert "already runs with more than one thread" in done.stderr
