@@ -7,6 +7,7 @@ a planner, a simulator or Airflow.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -217,8 +218,9 @@ class Job:
         if self.max_wait_s is None and self.kind.is_streaming:
             object.__setattr__(self, "max_wait_s", DEFAULT_STREAMING_MAX_WAIT_S)
 
-    @property
+    @functools.cached_property
     def is_streaming(self) -> bool:
+        # Cached: the rollout's look-ahead asks this millions of times per benchmark run.
         return self.kind.is_streaming
 
     @property
