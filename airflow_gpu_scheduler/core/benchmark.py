@@ -86,9 +86,13 @@ def run_benchmark(
     if len(reports) != len(scenarios):
         raise ValueError("each (scenario, seed) may be run only once per benchmark")
     workers = workers or os.cpu_count() or 1
-    # The slow tasks (milp, the yardstick, bounds) first, so the pool stays busy to the end.
-    slow = {"milp": 0, "clairvoyant": 1}
-    tasks = [(sc, p) for p in sorted(policies, key=lambda p: slow.get(p, 2)) for sc in scenarios]
+    # Longest first (LPT), so that no long task starts last and runs alone at the end: the planners
+    # (milp, the yardstick) before the rules, each by its queue's size, the yardstick first on a tie.
+    slow = {"clairvoyant": 0, "milp": 1}
+    tasks = sorted(
+        ((sc, p) for p in policies for sc in scenarios),
+        key=lambda task: (task[1] not in slow, -len(task[0].jobs), slow.get(task[1], 2)),
+    )
     # Fresh worker processes, not forks: HiGHS keeps a thread pool per process, and a child forked
     # from a parent that already solved something inherits a pool without threads and spins forever.
     # One HiGHS thread per worker: one worker per core already uses the cores.
