@@ -20,7 +20,7 @@ from typing import Any
 
 from airflow_gpu_scheduler.core.bound import upper_bound
 from airflow_gpu_scheduler.core.metrics import PolicyMetrics, evaluate
-from airflow_gpu_scheduler.core.planner.highs import one_thread_per_process
+from airflow_gpu_scheduler.core.planner.highs import use_threads
 from airflow_gpu_scheduler.core.policies import YARDSTICKS, make_policy
 from airflow_gpu_scheduler.core.scenarios import Scenario
 from airflow_gpu_scheduler.core.simulate import Outcome, simulate
@@ -95,9 +95,10 @@ def run_benchmark(
     )
     # Fresh worker processes, not forks: HiGHS keeps a thread pool per process, and a child forked
     # from a parent that already solved something inherits a pool without threads and spins forever.
-    # One HiGHS thread per worker: one worker per core already uses the cores.
+    # One HiGHS thread per worker, for the LP bounds too (the planners ask for one themselves): one
+    # worker per core already uses the cores.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=one_thread_per_process) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=use_threads, initargs=(1,)) as pool:
         futures: dict[Future[Any], str] = {}
         for sc, p in tasks:
             futures[pool.submit(_simulate_task, sc, p)] = f"{sc.name} / {p}"

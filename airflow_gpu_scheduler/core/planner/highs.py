@@ -75,7 +75,10 @@ class HighsModel:
             start.value_valid = True
             start.dual_valid = False
             h.setSolution(start)
-        h.run()
+        if h.run() == highspy.HighsStatus.kError and h.getModelStatus() == highspy.HighsModelStatus.kNotset:
+            # Refused before solving (an option, or a scheduler sized to another thread count),
+            # not a model without a solution: say so, not "no solution in time".
+            raise RuntimeError(f"HiGHS refused to run with options {dict(options)!r}")
         status = _STATUS.get(h.getModelStatus().name, "unknown")
         solution = h.getSolution()
         feasible = status == "optimal" or (status in _LIMITS and solution.value_valid)
@@ -101,28 +104,47 @@ def _banner_printed() -> None:
         highspy.Highs()
 
 
-def one_thread_per_process() -> None:
-    """Start this process's HiGHS scheduler with one thread, before anything else solves here.
+#: The HiGHS thread count this process's scheduler was sized to by :func:`use_threads`, per process id
+#: (a forked child does not share its parent's scheduler).
+_SIZED: dict[int, int] = {}
 
-    HiGHS keeps one scheduler per process, sized by the first run's ``threads`` option (by
-    default, from the machine's cores); later instances left at the default reuse it. Its MIP
-    search gains little from the extra threads, which mostly spin: where the benchmark runs one
-    process per core, that takes CPU from the process beside it. And HiGHS's search can depend on
-    its thread count, so with the default a benchmark's numbers depended on the machine; with
-    one thread they do not (docs/benchmark.md has both measurements). Call it first in a process
-    of one's own (a benchmark worker): a scheduler already sized differently makes any run that
-    asks for one thread fail.
+
+def use_threads(threads: int) -> None:
+    """Size this process's HiGHS scheduler to ``threads`` (0: HiGHS's choice, from the machine's cores).
+
+    HiGHS keeps one scheduler per process, sized by the first run's ``threads`` option; later
+    instances left at the default reuse it, and one asking for another count fails (``kError``),
+    which the planner would only see as a cycle without a MILP plan. So the planner sizes it here
+    before its runs, and resizes it if something else in the process sized it otherwise. Its MIP
+    search gains little from extra threads, which mostly spin and take CPU from the work beside
+    it (a benchmark worker, the other tasks of an Airflow worker), and its search can depend on
+    the thread count: with one thread, the same cycle gives the same plan on any machine
+    (docs/benchmark.md). Resizing waits for HiGHS's threads to stop; no other thread of this
+    process may be solving at the time (the planner runs HiGHS from one thread).
     """
+    import os
+
     import highspy
     import numpy as np
 
+    if threads < 0:
+        raise ValueError(f"HiGHS threads must be >= 0 (0: HiGHS's choice), got {threads!r}")
+    if _SIZED.get(os.getpid()) == threads:
+        return
+
+    def run() -> Any:
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", threads)
+        h.addVars(1, np.zeros(1), np.ones(1))
+        return h.run()
+
     _banner_printed()
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 1)
-    h.addVars(1, np.zeros(1), np.ones(1))
-    if h.run() != highspy.HighsStatus.kOk:
-        raise RuntimeError("HiGHS's scheduler already runs with more than one thread in this process")
+    if run() != highspy.HighsStatus.kOk:
+        highspy.Highs.resetGlobalScheduler(True)
+        if run() != highspy.HighsStatus.kOk:
+            raise RuntimeError(f"HiGHS could not size its scheduler to {threads} thread(s) in this process")
+    _SIZED[os.getpid()] = threads
 
 
 def to_highs(model: Any) -> HighsModel:

@@ -19,7 +19,7 @@ from typing import TypedDict
 
 from airflow_gpu_scheduler.core.planner.candidates import Candidate
 from airflow_gpu_scheduler.core.planner.grid import Capacity
-from airflow_gpu_scheduler.core.planner.highs import to_highs
+from airflow_gpu_scheduler.core.planner.highs import to_highs, use_threads
 from airflow_gpu_scheduler.core.planner.plan import PlannerConfig
 from airflow_gpu_scheduler.core.workload import Job
 
@@ -199,6 +199,7 @@ def solve_subproblem(
         return None
     t1 = time.perf_counter()
     try:
+        use_threads(cfg.threads)
         solver = to_highs(m)
         t2 = time.perf_counter()
         stats.handoff_s += t2 - t1
@@ -210,7 +211,7 @@ def solve_subproblem(
             stats.message = f"time limit used up building the model ({t2 - t0:.2f} s); greedy plan used"
             return None
         gap = cfg.mip_rel_gap if len(free_jobs) == len(jobs) else cfg.window_mip_rel_gap
-        result = solver.run(left_s, gap, {"mip_max_nodes": cfg.max_nodes})
+        result = solver.run(left_s, gap, {"mip_max_nodes": cfg.max_nodes, "threads": cfg.threads})
     except Exception as error:  # noqa: BLE001 - any solver failure keeps the incumbent
         stats.message = f"HiGHS failed: {type(error).__name__}: {error}"
         stats.last_status = "error"

@@ -38,6 +38,10 @@ class PlannerConfig:
         streaming value it is expected to turn away (the recent endpoints' value per second,
         shared over the reserved GPUs no endpoint holds; see
         :class:`~airflow_gpu_scheduler.core.planner.grid.Capacity`).
+    :param threads: HiGHS's threads (0: its choice, from the machine's cores). One, because its MIP
+        search barely gains from more, the extra ones spin on CPU that other work shares, and with
+        one the same cycle gives the same plan on any machine (see
+        :func:`~airflow_gpu_scheduler.core.planner.highs.use_threads`).
     """
 
     step_s: float = 300.0
@@ -55,6 +59,7 @@ class PlannerConfig:
     commit_bonus: float = 0.5
     reserve_penalty: float | None = None
     use_solver: bool = True
+    threads: int = 1
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pyomo.contrib.appsi.solvers import Highs
 
 import airflow_gpu_scheduler.core.planner.model as model_module
 from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
-from airflow_gpu_scheduler.core.planner.highs import to_highs
+from airflow_gpu_scheduler.core.planner.highs import to_highs, use_threads
 from airflow_gpu_scheduler.core.workload import Cluster, Job
 
 TWO_TYPES = Cluster.from_dict({"gpu_types": {"h100": {"count": 8, "speed": 1.0}, "a10": {"count": 8, "speed": 0.5}}})
@@ -110,42 +110,73 @@ def _in_fresh_process(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
 
 
-def test_one_thread_per_process_sizes_the_scheduler_for_every_later_run():
+_RUN = """
+import highspy, numpy as np
+
+def run(threads=None):
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    if threads is not None:
+        h.setOptionValue("threads", threads)
+    h.addVars(1, np.zeros(1), np.ones(1))
+    return h.run() == highspy.HighsStatus.kOk
+"""
+
+
+def test_use_threads_sizes_the_scheduler_for_every_later_run():
     done = _in_fresh_process(
-        """
-        import highspy, numpy as np
-        from airflow_gpu_scheduler.core.planner.highs import one_thread_per_process
+        _RUN
+        + """
+from airflow_gpu_scheduler.core.planner.highs import use_threads
 
-        def run(threads=None):
-            h = highspy.Highs()
-            h.setOptionValue("output_flag", False)
-            if threads is not None:
-                h.setOptionValue("threads", threads)
-            h.addVars(1, np.zeros(1), np.ones(1))
-            return h.run()
-
-        one_thread_per_process()
-        # Left at the default, a later run takes the one-thread scheduler; asking for two cannot.
-        print(run() == highspy.HighsStatus.kOk, run(2) == highspy.HighsStatus.kError)
-        """
+use_threads(1)
+# Left at the default, a later run takes the one-thread scheduler; one asking for two is refused.
+print(run(), run(1), run(2))
+"""
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split()[-2:] == ["True", "True"]
+    assert done.stdout.split()[-3:] == ["True", "True", "False"]
 
 
-def test_one_thread_per_process_refuses_a_scheduler_already_sized_otherwise():
+def test_use_threads_resizes_a_scheduler_something_else_sized():
     done = _in_fresh_process(
-        """
-        import highspy, numpy as np
-        from airflow_gpu_scheduler.core.planner.highs import one_thread_per_process
+        _RUN
+        + """
+from airflow_gpu_scheduler.core.planner.highs import use_threads
 
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", 2)
-        h.addVars(1, np.zeros(1), np.ones(1))
-        h.run()
-        one_thread_per_process()
-        """
+print(run(2), run(1))  # sized to two by the first run: one thread is refused
+use_threads(1)
+print(run(1), run(2))
+"""
     )
-    assert done.returncode != 0
-    assert "already runs with more than one thread" in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-4:] == ["True", "False", "True", "False"]
+
+
+def test_the_planner_solves_where_highs_already_ran_with_other_threads():
+    # An Airflow worker process may have run HiGHS before (another task, the LP bound): the planner's
+    # one-thread runs would be refused, and every cycle would quietly fall back to the greedy plan.
+    done = _in_fresh_process(
+        _RUN
+        + """
+from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
+from airflow_gpu_scheduler.core.workload import Cluster, Job
+
+assert run(2)
+cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 8, "speed": 1.0}}})
+queue = [
+    Job(f"j{i}", 0.0, "batch_inference", 1 + i % 4, estimate_s=600 + 300 * (i % 7), priority=1 + i % 5)
+    for i in range(30)
+]
+report = MilpPlanner(PlannerConfig(threads=1)).plan(cluster, queue, [], 0.0).report
+print(report.method, report.status, repr(report.message))
+"""
+    )
+    assert done.returncode == 0, done.stderr
+    method, status = done.stdout.split()[-3:-1]
+    assert method.startswith("milp") and status != "error", done.stdout
+
+
+def test_a_negative_thread_count_is_refused_by_name():
+    with pytest.raises(ValueError, match="HiGHS threads must be >= 0"):
+        use_threads(-1)
