@@ -141,7 +141,14 @@ def use_threads(threads: int) -> None:
 
     _banner_printed()
     if run() != highspy.HighsStatus.kOk:
-        highspy.Highs.resetGlobalScheduler(True)
+        try:
+            highspy.Highs.resetGlobalScheduler(True)
+        except RuntimeError as error:
+            # A process forked from one whose HiGHS ran threads inherits a scheduler without them.
+            raise RuntimeError(
+                f"HiGHS's scheduler in this process runs another thread count than {threads} and cannot be"
+                f" resized ({error}); was the process forked from one that had run HiGHS?"
+            ) from error
         if run() != highspy.HighsStatus.kOk:
             raise RuntimeError(f"HiGHS could not size its scheduler to {threads} thread(s) in this process")
     _SIZED[os.getpid()] = threads

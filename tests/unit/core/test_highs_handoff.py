@@ -180,3 +180,29 @@ print(report.method, report.status, repr(report.message))
 def test_a_negative_thread_count_is_refused_by_name():
     with pytest.raises(ValueError, match="HiGHS threads must be >= 0"):
         use_threads(-1)
+
+
+def test_a_forked_child_of_a_process_that_ran_highs_threads_gets_the_greedy_plan_and_a_reason():
+    # The child inherits a scheduler whose threads did not survive the fork: it cannot be resized,
+    # and the cycle says why instead of hanging or failing without a word.
+    done = _in_fresh_process(
+        _RUN
+        + """
+import os
+from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
+from airflow_gpu_scheduler.core.workload import Cluster, Job
+
+assert run(2)
+pid = os.fork()
+if pid == 0:
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 8, "speed": 1.0}}})
+    queue = [Job(f"j{i}", 0.0, "batch_inference", 1 + i % 3, estimate_s=600, priority=1) for i in range(10)]
+    report = MilpPlanner(PlannerConfig(threads=1)).plan(cluster, queue, [], 0.0).report
+    print(report.method, report.status, report.message, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("greedy error HiGHS failed"), done.stdout
+    assert "forked from one that had run HiGHS" in done.stdout
