@@ -67,7 +67,8 @@ class HighsModel:
         h.setOptionValue("time_limit", float(time_limit_s))
         h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
         for key, option in options.items():
-            h.setOptionValue(key, option)
+            if h.setOptionValue(key, option) == highspy.HighsStatus.kError:
+                raise ValueError(f"HiGHS refused option {key}={option!r}")
         values = [v.value for v in self.columns]
         if any(x is not None for x in values):
             start = highspy.HighsSolution()
@@ -76,8 +77,8 @@ class HighsModel:
             start.dual_valid = False
             h.setSolution(start)
         if h.run() == highspy.HighsStatus.kError and h.getModelStatus() == highspy.HighsModelStatus.kNotset:
-            # Refused before solving (an option, or a scheduler sized to another thread count),
-            # not a model without a solution: say so, not "no solution in time".
+            # Refused before solving (a scheduler sized to another thread count), not a model
+            # without a solution: say so, not "no solution in time".
             raise RuntimeError(f"HiGHS refused to run with options {dict(options)!r}")
         status = _STATUS.get(h.getModelStatus().name, "unknown")
         solution = h.getSolution()
@@ -104,33 +105,26 @@ def _banner_printed() -> None:
         highspy.Highs()
 
 
-#: The HiGHS thread count this process's scheduler was sized to by :func:`use_threads`, per process id
-#: (a forked child does not share its parent's scheduler).
-_SIZED: dict[int, int] = {}
-
-
 def use_threads(threads: int) -> None:
-    """Size this process's HiGHS scheduler to ``threads`` (0: HiGHS's choice, from the machine's cores).
+    """Size this process's HiGHS scheduler to ``threads``, unless it already is.
 
     HiGHS keeps one scheduler per process, sized by the first run's ``threads`` option; later
     instances left at the default reuse it, and one asking for another count fails (``kError``),
     which the planner would only see as a cycle without a MILP plan. So the planner sizes it here
-    before its runs, and resizes it if something else in the process sized it otherwise. Its MIP
+    before each run (a one-column LP, well under a millisecond: no cache that other code resizing
+    the scheduler could make stale), and resizes it if something else sized it otherwise. Its MIP
     search gains little from extra threads, which mostly spin and take CPU from the work beside
     it (a benchmark worker, the other tasks of an Airflow worker), and its search can depend on
     the thread count: with one thread, the same cycle gives the same plan on any machine
-    (docs/benchmark.md). Resizing waits for HiGHS's threads to stop; no other thread of this
-    process may be solving at the time (the planner runs HiGHS from one thread).
+    (docs/benchmark.md). One thread also survives a fork; more do not (a forked child inherits a
+    scheduler whose threads are gone, and its solves spin). Resizing waits for HiGHS's threads to
+    stop; no other thread of this process may be solving then (the planner runs HiGHS from one).
     """
-    import os
-
     import highspy
     import numpy as np
 
-    if threads < 0:
-        raise ValueError(f"HiGHS threads must be >= 0 (0: HiGHS's choice), got {threads!r}")
-    if _SIZED.get(os.getpid()) == threads:
-        return
+    if threads < 1:
+        raise ValueError(f"HiGHS threads must be >= 1, got {threads!r}")
 
     def run() -> Any:
         h = highspy.Highs()
@@ -140,18 +134,18 @@ def use_threads(threads: int) -> None:
         return h.run()
 
     _banner_printed()
+    if run() == highspy.HighsStatus.kOk:
+        return
+    try:
+        highspy.Highs.resetGlobalScheduler(True)
+    except RuntimeError as error:
+        # A process forked from one whose HiGHS ran threads inherits a scheduler without them.
+        raise RuntimeError(
+            f"HiGHS's scheduler in this process runs another thread count than {threads} and cannot be"
+            f" resized ({error}); was the process forked from one that had run HiGHS?"
+        ) from error
     if run() != highspy.HighsStatus.kOk:
-        try:
-            highspy.Highs.resetGlobalScheduler(True)
-        except RuntimeError as error:
-            # A process forked from one whose HiGHS ran threads inherits a scheduler without them.
-            raise RuntimeError(
-                f"HiGHS's scheduler in this process runs another thread count than {threads} and cannot be"
-                f" resized ({error}); was the process forked from one that had run HiGHS?"
-            ) from error
-        if run() != highspy.HighsStatus.kOk:
-            raise RuntimeError(f"HiGHS could not size its scheduler to {threads} thread(s) in this process")
-    _SIZED[os.getpid()] = threads
+        raise RuntimeError(f"HiGHS could not size its scheduler to {threads} thread(s) in this process")
 
 
 def to_highs(model: Any) -> HighsModel:

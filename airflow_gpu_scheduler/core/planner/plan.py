@@ -38,9 +38,9 @@ class PlannerConfig:
         streaming value it is expected to turn away (the recent endpoints' value per second,
         shared over the reserved GPUs no endpoint holds; see
         :class:`~airflow_gpu_scheduler.core.planner.grid.Capacity`).
-    :param threads: HiGHS's threads (0: its choice, from the machine's cores). One, because its MIP
-        search barely gains from more, the extra ones spin on CPU that other work shares, and with
-        one the same cycle gives the same plan on any machine (see
+    :param threads: HiGHS's threads. One, because its MIP search barely gains from more, the extra
+        ones spin on CPU that other work shares, more do not survive a fork, and with one the same
+        cycle gives the same plan on any machine (see
         :func:`~airflow_gpu_scheduler.core.planner.highs.use_threads`).
     """
 
