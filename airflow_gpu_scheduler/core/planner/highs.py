@@ -111,7 +111,7 @@ def use_threads(threads: int) -> None:
     HiGHS keeps one scheduler per process, sized by the first run's ``threads`` option; later
     instances left at the default reuse it, and one asking for another count fails (``kError``),
     which the planner would only see as a cycle without a MILP plan. So the planner sizes it here
-    before each run (a one-column LP, well under a millisecond: no cache that other code resizing
+    before each run (a one-column LP, nothing beside a solve: no cache that other code resizing
     the scheduler could make stale), and resizes it if something else sized it otherwise. Its MIP
     search gains little from extra threads, which mostly spin and take CPU from the work beside
     it (a benchmark worker, the other tasks of an Airflow worker), and its search can depend on
