@@ -122,6 +122,19 @@ def run(threads=None):
     return h.run() == highspy.HighsStatus.kOk
 """
 
+_PLAN = """
+from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
+from airflow_gpu_scheduler.core.workload import Cluster, Job
+
+def plan():
+    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 8, "speed": 1.0}}})
+    queue = [
+        Job(f"j{i}", 0.0, "batch_inference", 1 + i % 4, estimate_s=600 + 300 * (i % 7), priority=1 + i % 5)
+        for i in range(30)
+    ]
+    return MilpPlanner(PlannerConfig(threads=1, time_limit_s=60.0)).plan(cluster, queue, [], 0.0).report
+"""
+
 
 def test_use_threads_sizes_the_scheduler_for_every_later_run():
     done = _in_fresh_process(
@@ -158,17 +171,10 @@ def test_the_planner_solves_where_highs_already_ran_with_other_threads():
     # one-thread runs would be refused, and every cycle would quietly fall back to the greedy plan.
     done = _in_fresh_process(
         _RUN
+        + _PLAN
         + """
-from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
-from airflow_gpu_scheduler.core.workload import Cluster, Job
-
 assert run(2)
-cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 8, "speed": 1.0}}})
-queue = [
-    Job(f"j{i}", 0.0, "batch_inference", 1 + i % 4, estimate_s=600 + 300 * (i % 7), priority=1 + i % 5)
-    for i in range(30)
-]
-report = MilpPlanner(PlannerConfig(threads=1, time_limit_s=60.0)).plan(cluster, queue, [], 0.0).report
+report = plan()
 print(report.method)
 print(report.status)
 """
@@ -188,17 +194,14 @@ def test_a_forked_child_of_a_process_that_ran_highs_threads_gets_the_greedy_plan
     # and the cycle says why instead of hanging or failing without a word.
     done = _in_fresh_process(
         _RUN
+        + _PLAN
         + """
 import os
-from airflow_gpu_scheduler.core.planner import MilpPlanner, PlannerConfig
-from airflow_gpu_scheduler.core.workload import Cluster, Job
 
 assert run(2)
 pid = os.fork()
 if pid == 0:
-    cluster = Cluster.from_dict({"gpu_types": {"h100": {"count": 8, "speed": 1.0}}})
-    queue = [Job(f"j{i}", 0.0, "batch_inference", 1 + i % 3, estimate_s=600, priority=1) for i in range(10)]
-    report = MilpPlanner(PlannerConfig(threads=1, time_limit_s=60.0)).plan(cluster, queue, [], 0.0).report
+    report = plan()
     print(report.method, report.status, report.message, flush=True)
     os._exit(0)
 os.waitpid(pid, 0)
